@@ -1,0 +1,24 @@
+// The command line (CLI11): which command to run and the configuration it runs with.
+#pragma once
+#include <optional>
+#include <variant>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace vc::app {
+
+struct CommandLine {
+  std::string command = "run";  // run | doctor | config | evaluate
+  config::Config config;        // the file (or defaults) with every flag and --set applied, validated
+  bool list_keys = false;       // config --keys
+  std::string results_path;     // evaluate --results
+  std::string ground_truth;     // evaluate --ground-truth
+};
+
+// Parses argv. Returns the exit code to leave with instead when parsing ends the program
+// (--help/--version: 0; a usage error: 64 with the message on stderr). Throws vc::ConfigError/NoInputError.
+std::variant<CommandLine, int> parse_command_line(int argc, char** argv);
+
+}  // namespace vc::app

@@ -1,0 +1,18 @@
+// The app's commands other than doctor: classify (run), config, evaluate.
+#pragma once
+#include <ostream>
+
+#include "app/cli.hpp"
+
+namespace vc::app {
+
+// Runs the configured input through the engine to the configured outputs. Returns the exit code.
+int classify(const config::Config& config);
+
+// Prints the effective configuration (or, with --keys, every key with its default and meaning).
+int print_config(const CommandLine& cl, std::ostream& out);
+
+// Scores a results file against ground truth: frame accuracy, per-class accuracy, confusion matrix.
+int evaluate(const CommandLine& cl, std::ostream& out);
+
+}  // namespace vc::app

@@ -1,0 +1,87 @@
+#include "app/doctor.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <opencv2/core/version.hpp>
+
+#include "config/errors.hpp"
+#include "config/version.hpp"
+#include "inference/gpu_info.hpp"
+#include "pipeline/gst_probe.hpp"
+
+namespace vc::app {
+namespace {
+
+void line(std::ostream& out, const char* status, const std::string& what, const std::string& detail) {
+  fmt::print(out, "  [{:^7}] {:<26} {}\n", status, what, detail);
+}
+
+}  // namespace
+
+int run_doctor(std::ostream& out) {
+  bool broken = false;
+  fmt::print(out, "video-classifier {} doctor\n\nGPU and CUDA\n", kVersion);
+  const auto gpu = inference::probe_gpus();
+  line(out, gpu.driver_version.empty() ? "missing" : "ok", "NVIDIA driver",
+       gpu.driver_version.empty() ? "not loaded (no /proc/driver/nvidia/version)" : gpu.driver_version);
+  line(out, gpu.cuda_driver_api ? "ok" : "missing", "CUDA driver API",
+       gpu.cuda_driver_api ? inference::cuda_version_string(gpu.cuda_driver_api) : "none");
+  line(out, "ok", "CUDA runtime (static)", inference::cuda_version_string(gpu.cuda_runtime));
+  if (gpu.cuda_driver_api && gpu.cuda_driver_api < gpu.cuda_runtime) {
+    line(out, "FAIL", "driver vs runtime",
+         fmt::format("the driver supports CUDA {} but the app needs {}: update the NVIDIA driver",
+                     inference::cuda_version_string(gpu.cuda_driver_api), inference::cuda_version_string(gpu.cuda_runtime)));
+    broken = true;
+  }
+  for (const auto& d : gpu.devices) {
+    line(out, d.fp16_tensor_cores ? "ok" : "warn", fmt::format("GPU {}", d.ordinal),
+         fmt::format("{}, compute {}.{}, {} SMs, {:.1f} GiB ({:.1f} GiB free), FP16 Tensor Cores: {}", d.name,
+                     d.cc_major, d.cc_minor, d.multiprocessors, d.total_bytes / 1073741824.0,
+                     d.free_bytes / 1073741824.0, d.fp16_tensor_cores ? "yes" : "no (slow FP16)"));
+  }
+  if (gpu.devices.empty()) line(out, "no GPU", "GPUs", gpu.cuda_error + " — the CPU engine will be used");
+
+  fmt::print(out, "\ncuDNN\n");
+  line(out, "ok", "compiled against", inference::cudnn_version_string(gpu.cudnn_compiled));
+  line(out, gpu.cudnn_problems.empty() ? "ok" : "FAIL", "loaded",
+       fmt::format("{} from {}", inference::cudnn_version_string(gpu.cudnn_loaded), gpu.cudnn_library));
+  for (const auto& p : gpu.cudnn_problems) line(out, "FAIL", "", p);
+  if (!gpu.cudnn_problems.empty()) {
+    line(out, "", "", "fix: install cuDNN 9 for CUDA 13 and put its lib directory on LD_LIBRARY_PATH");
+    broken = true;
+  }
+
+  fmt::print(out, "\n{}\n", pipeline::gstreamer_version());
+  const auto elements = pipeline::probe_elements();
+  for (const auto& e : elements) {
+    const char* status = e.present ? "ok" : (e.required ? "FAIL" : "absent");
+    line(out, status, e.name, e.purpose);
+    broken |= e.required && !e.present;
+  }
+  const bool any_encoder = std::any_of(elements.begin(), elements.end(), [](const auto& e) {
+    return e.present && (e.name == "x264enc" || e.name == "openh264enc" || e.name == "nvh264enc");
+  });
+  if (!any_encoder) {
+    line(out, "FAIL", "H.264 encoder", "none of x264enc, openh264enc, nvh264enc (gstreamer1.0-plugins-ugly)");
+    broken = true;
+  }
+
+  fmt::print(out, "\nOpenCV\n");
+  line(out, "ok", "core + imgproc", CV_VERSION);
+
+  if (broken) {
+    fmt::print(out, "\nResult: BROKEN INSTALL — fix the FAIL lines above (exit {}).\n", int(ExitCode::kOsFile));
+    return static_cast<int>(ExitCode::kOsFile);
+  }
+  if (gpu.devices.empty()) {
+    fmt::print(out, "\nResult: install OK, NO GPU — runs on the CPU reference engine (exit {}).\n",
+               int(ExitCode::kUnavailable));
+    return static_cast<int>(ExitCode::kUnavailable);
+  }
+  fmt::print(out, "\nResult: OK — {} GPU(s) ready.\n", gpu.devices.size());
+  return 0;
+}
+
+}  // namespace vc::app

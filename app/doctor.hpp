@@ -1,0 +1,11 @@
+// `video-classifier doctor`: checks and prints what the app needs from this machine.
+#pragma once
+#include <ostream>
+
+namespace vc::app {
+
+// Prints the report to `out`. Returns 0 when everything needed is there, 69 when the install is sound but no
+// GPU is usable (the CPU engine still works), 72 when the install is broken (cuDNN, GStreamer elements).
+int run_doctor(std::ostream& out);
+
+}  // namespace vc::app

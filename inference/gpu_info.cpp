@@ -1,0 +1,90 @@
+#include "inference/gpu_info.hpp"
+
+#include <dlfcn.h>
+
+#include <fstream>
+#include <regex>
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <fmt/format.h>
+
+namespace vc::inference {
+namespace {
+
+std::string read_driver_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  std::smatch m;
+  static const std::regex version(R"(\s(\d+\.\d+(\.\d+)?)\s)");
+  return std::regex_search(line, m, version) ? m[1].str() : line;
+}
+
+}  // namespace
+
+std::string cudnn_version_string(size_t v) {
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+std::string cuda_version_string(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+GpuReport probe_gpus() {
+  GpuReport r;
+  r.driver_version = read_driver_version();
+  if (cudaDriverGetVersion(&r.cuda_driver_api) != cudaSuccess) r.cuda_driver_api = 0;
+  if (cudaRuntimeGetVersion(&r.cuda_runtime) != cudaSuccess) r.cuda_runtime = 0;
+
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    r.cuda_error = fmt::format("{} ({})", cudaGetErrorString(err), cudaGetErrorName(err));
+    if (err == cudaErrorInsufficientDriver && r.cuda_driver_api == 0) r.cuda_error = "no NVIDIA driver is loaded";
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    count = 0;
+  } else if (count == 0) {
+    r.cuda_error = "the driver reports no CUDA devices";
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    GpuDevice d;
+    d.ordinal = i;
+    d.name = p.name;
+    d.cc_major = p.major;
+    d.cc_minor = p.minor;
+    d.total_bytes = p.totalGlobalMem;
+    d.multiprocessors = p.multiProcessorCount;
+    d.fp16_tensor_cores = p.major >= 7;
+    if (cudaSetDevice(i) == cudaSuccess) {
+      size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) d.free_bytes = free_b;
+    }
+    r.devices.push_back(d);
+  }
+
+  r.cudnn_compiled = CUDNN_VERSION;
+  r.cudnn_loaded = cudnnGetVersion();
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) && info.dli_fname) r.cudnn_library = info.dli_fname;
+  if (r.cudnn_loaded / 10000 != r.cudnn_compiled / 10000) {
+    r.cudnn_problems.push_back(fmt::format("major version mismatch: built against {}, loaded {}",
+                                           cudnn_version_string(r.cudnn_compiled), cudnn_version_string(r.cudnn_loaded)));
+  } else if (r.cudnn_loaded < r.cudnn_compiled) {
+    r.cudnn_problems.push_back(fmt::format("loaded cuDNN {} is older than the {} it was built against",
+                                           cudnn_version_string(r.cudnn_loaded), cudnn_version_string(r.cudnn_compiled)));
+  }
+  // cuDNN 9's libcudnn.so is a shim that loads these on first use; a missing one is the usual broken install.
+  for (const char* sub : {"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+                          "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9"}) {
+    void* h = dlopen(sub, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+      const char* why = dlerror();
+      r.cudnn_problems.push_back(fmt::format("{} cannot be loaded: {}", sub, why ? why : "unknown error"));
+    } else {
+      dlclose(h);
+    }
+  }
+  return r;
+}
+
+}  // namespace vc::inference

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages video-classifier builds and runs with, if any is missing. Idempotent.
+# The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config ccache git python3
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstrtspserver-1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
+  gstreamer1.0-plugins-ugly
+  libopencv-core-dev libopencv-imgproc-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The CUDA toolkit and cuDNN come from NVIDIA; say plainly what is missing and how to get it.
+nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+if [ -z "$nvcc" ]; then
+  echo "install-deps: the CUDA toolkit (nvcc) is missing: see README.md, 'CUDA and cuDNN'" >&2; exit 69
+fi
+cudnn_found=""
+for h in "${CUDNN_ROOT:-/nonexistent}/include/cudnn_version.h" "$(dirname "$(dirname "$nvcc")")/include/cudnn_version.h" \
+         /usr/include/cudnn_version.h /usr/include/x86_64-linux-gnu/cudnn_version_v9.h; do
+  [ -f "$h" ] && cudnn_found=$h
+done
+if [ -z "$cudnn_found" ]; then
+  echo "install-deps: cuDNN 9 headers are missing: see README.md, 'CUDA and cuDNN'" >&2; exit 69
+fi
+echo "install-deps: all packages present"

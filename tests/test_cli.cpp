@@ -1,0 +1,84 @@
+// The CLI's exit codes, run as users run it: the real binary in a subprocess.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "config/version.hpp"
+
+TEST_SUITE_BEGIN("cli");
+
+namespace {
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+// Runs video-classifier with `args` (shell syntax), returning its exit code and stdout+stderr.
+Result run_app(const std::string& args) {
+  const auto log = std::filesystem::temp_directory_path() / "vc-cli-test.log";
+  const std::string cmd = std::string("cd '") + vc::kSourceDir + "' && '" + VC_APP_BINARY + "' " + args + " >'" +
+                          log.string() + "' 2>&1 </dev/null";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+}  // namespace
+
+TEST_CASE("--help and --version exit 0") {
+  auto r = run_app("--help");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("--config") != std::string::npos);
+  r = run_app("--version");
+  CHECK(r.code == 0);
+  CHECK(r.output.find(vc::kVersion) != std::string::npos);
+}
+
+TEST_CASE("usage errors exit 64") {
+  CHECK(run_app("--no-such-flag").code == 64);
+  CHECK(run_app("frobnicate").code == 64);
+  CHECK(run_app("evaluate").code == 64);  // required options missing
+}
+
+TEST_CASE("config errors exit 78 and say where") {
+  auto r = run_app("--set model.top_k=0 config");
+  CHECK(r.code == 78);
+  CHECK(r.output.find("model.top_k: 0 is out of range") != std::string::npos);
+  const auto path = std::filesystem::temp_directory_path() / "vc-cli-bad.yaml";
+  std::ofstream(path) << "input:\n  kind: file\n  bogus: 1\n";
+  r = run_app("--config '" + path.string() + "' config");
+  CHECK(r.code == 78);
+  CHECK(r.output.find(path.string() + ":3:3: input.bogus: unknown key") != std::string::npos);
+  CHECK(run_app("--log-level loud config").code == 78);
+}
+
+TEST_CASE("a missing config file exits 66") {
+  auto r = run_app("--config /nonexistent.yaml config");
+  CHECK(r.code == 66);
+  CHECK(r.output.find("/nonexistent.yaml") != std::string::npos);
+}
+
+TEST_CASE("config prints the effective configuration with overrides applied") {
+  auto r = run_app("--config assets/configs/webcam.yaml --set model.top_k=2 --input test:ball config");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("top_k: 2") != std::string::npos);
+  CHECK(r.output.find("pattern: ball") != std::string::npos);
+  CHECK(r.output.find("kind: test") != std::string::npos);
+}
+
+TEST_CASE("doctor runs and distinguishes no GPU from a broken install") {
+  auto r = run_app("doctor");
+  CAPTURE(r.output);
+  CHECK((r.code == 0 || r.code == 69 || r.code == 72));
+  CHECK(r.output.find("cuDNN") != std::string::npos);
+  CHECK(r.output.find("GStreamer") != std::string::npos);
+  if (r.code == 69) CHECK(r.output.find("NO GPU") != std::string::npos);
+}
+
+TEST_SUITE_END();
