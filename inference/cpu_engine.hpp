@@ -1,0 +1,34 @@
+// The CPU reference engine: runs a Network in FP32 on NHWC tensors. The oracle for the cuDNN engine, and the
+// engine the app falls back to where there is no GPU.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "inference/network.hpp"
+
+namespace vc::inference {
+
+class CpuEngine {
+ public:
+  // threads: 0 = all cores.
+  CpuEngine(Network network, int threads = 0);
+
+  [[nodiscard]] const Network& network() const { return network_; }
+
+  // `input` is n images of h x w x network().input_channels, NHWC, as FP16 bits (what preprocessing makes)
+  // or float. Returns n x num_classes logits. Throws vc::DataError on a wrong input size.
+  [[nodiscard]] std::vector<float> forward(std::span<const uint16_t> input_fp16, int n, int h, int w) const;
+  [[nodiscard]] std::vector<float> forward(std::span<const float> input, int n, int h, int w) const;
+
+  // Every value of the graph (index = value id), for layer-by-layer comparisons.
+  [[nodiscard]] std::vector<std::vector<float>> forward_all(std::span<const float> input, int n, int h, int w) const;
+
+ private:
+  std::vector<std::vector<float>> run(std::span<const float> input, int n, int h, int w, bool keep_all) const;
+
+  Network network_;
+  int threads_;
+};
+
+}  // namespace vc::inference

@@ -1,0 +1,178 @@
+#include "inference/preprocess.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
+#include "inference/half.hpp"
+
+namespace vc::inference {
+namespace {
+
+struct Rgb {
+  float r, g, b;
+};
+
+float clamp255(float v) { return std::min(255.f, std::max(0.f, v)); }
+
+Rgb yuv_to_rgb(float y, float u, float v, YuvMatrix m) {
+  const float c = 1.164383f * (y - 16.f), d = u - 128.f, e = v - 128.f;
+  if (m == YuvMatrix::BT709) {
+    return {clamp255(c + 1.792741f * e), clamp255(c - 0.213249f * d - 0.532909f * e), clamp255(c + 2.112402f * d)};
+  }
+  return {clamp255(c + 1.596027f * e), clamp255(c - 0.391762f * d - 0.812968f * e), clamp255(c + 2.017232f * d)};
+}
+
+// The RGB value of one frame pixel (x, y inside the frame).
+Rgb pixel(const FrameView& f, int x, int y) {
+  const uint8_t* row = f.planes[0] + long(y) * f.strides[0];
+  switch (f.format) {
+    case PixelFormat::RGB: return {float(row[3 * x]), float(row[3 * x + 1]), float(row[3 * x + 2])};
+    case PixelFormat::BGR: return {float(row[3 * x + 2]), float(row[3 * x + 1]), float(row[3 * x])};
+    case PixelFormat::RGBA: return {float(row[4 * x]), float(row[4 * x + 1]), float(row[4 * x + 2])};
+    case PixelFormat::BGRx: return {float(row[4 * x + 2]), float(row[4 * x + 1]), float(row[4 * x])};
+    case PixelFormat::NV12: {
+      const uint8_t* uv = f.planes[1] + long(y / 2) * f.strides[1] + 2 * (x / 2);
+      return yuv_to_rgb(row[x], uv[0], uv[1], f.matrix);
+    }
+    case PixelFormat::I420: {
+      const uint8_t u = f.planes[1][long(y / 2) * f.strides[1] + x / 2];
+      const uint8_t v = f.planes[2][long(y / 2) * f.strides[2] + x / 2];
+      return yuv_to_rgb(row[x], u, v, f.matrix);
+    }
+  }
+  return {0, 0, 0};
+}
+
+}  // namespace
+
+PixelFormat parse_pixel_format(const std::string& n) {
+  if (n == "RGB") return PixelFormat::RGB;
+  if (n == "BGR") return PixelFormat::BGR;
+  if (n == "RGBA" || n == "RGBx") return PixelFormat::RGBA;
+  if (n == "BGRx" || n == "BGRA") return PixelFormat::BGRx;
+  if (n == "NV12") return PixelFormat::NV12;
+  if (n == "I420") return PixelFormat::I420;
+  throw DataError(fmt::format("unsupported pixel format '{}' (RGB, BGR, RGBA, BGRx, NV12, I420)", n));
+}
+
+const char* pixel_format_name(PixelFormat f) {
+  constexpr const char* names[] = {"RGB", "BGR", "RGBA", "BGRx", "NV12", "I420"};
+  return names[int(f)];
+}
+
+ResizeMode parse_resize_mode(const std::string& n) {
+  if (n == "stretch") return ResizeMode::Stretch;
+  if (n == "crop") return ResizeMode::Crop;
+  if (n == "letterbox") return ResizeMode::Letterbox;
+  throw DataError(fmt::format("unknown resize mode '{}'", n));
+}
+
+ResizeGeometry resize_geometry(int fw, int fh, const PreprocessParams& p) {
+  const float s = float(p.size), w = float(fw), h = float(fh);
+  ResizeGeometry g{w / s, h / s, 0.f, 0.f, 0.f, s, 0.f, s};
+  if (p.mode == ResizeMode::Crop) {
+    const float scale = std::min(w, h) / (s / p.crop_ratio);  // frame pixels per resized pixel
+    g.scale_x = g.scale_y = scale;
+    g.offset_x = -(w / scale - s) / 2.f;
+    g.offset_y = -(h / scale - s) / 2.f;
+  } else if (p.mode == ResizeMode::Letterbox) {
+    const float scale = std::max(w / s, h / s);
+    g.scale_x = g.scale_y = scale;
+    g.offset_x = (s - w / scale) / 2.f;
+    g.offset_y = (s - h / scale) / 2.f;
+    g.content_x0 = g.offset_x;
+    g.content_x1 = g.offset_x + w / scale;
+    g.content_y0 = g.offset_y;
+    g.content_y1 = g.offset_y + h / scale;
+  }
+  return g;
+}
+
+size_t packed_frame_bytes(PixelFormat f, int w, int h) {
+  switch (f) {
+    case PixelFormat::RGB:
+    case PixelFormat::BGR: return size_t(w) * h * 3;
+    case PixelFormat::RGBA:
+    case PixelFormat::BGRx: return size_t(w) * h * 4;
+    case PixelFormat::NV12: return size_t(w) * h + size_t((w + 1) / 2) * 2 * ((h + 1) / 2);
+    case PixelFormat::I420: return size_t(w) * h + 2 * size_t((w + 1) / 2) * ((h + 1) / 2);
+  }
+  return 0;
+}
+
+FrameView packed_frame_view(PixelFormat f, int w, int h, const uint8_t* data) {
+  FrameView v;
+  v.format = f;
+  v.width = w;
+  v.height = h;
+  v.planes[0] = data;
+  const int cw = (w + 1) / 2, ch = (h + 1) / 2;
+  switch (f) {
+    case PixelFormat::RGB:
+    case PixelFormat::BGR: v.strides[0] = 3 * w; break;
+    case PixelFormat::RGBA:
+    case PixelFormat::BGRx: v.strides[0] = 4 * w; break;
+    case PixelFormat::NV12:
+      v.strides[0] = w;
+      v.planes[1] = data + size_t(w) * h;
+      v.strides[1] = 2 * cw;
+      break;
+    case PixelFormat::I420:
+      v.strides[0] = w;
+      v.planes[1] = data + size_t(w) * h;
+      v.strides[1] = cw;
+      v.planes[2] = v.planes[1] + size_t(cw) * ch;
+      v.strides[2] = cw;
+      break;
+  }
+  return v;
+}
+
+void validate_frame(const FrameView& f) {
+  if (f.width <= 0 || f.height <= 0) throw DataError(fmt::format("frame has size {}x{}", f.width, f.height));
+  const int bpp = f.format == PixelFormat::RGB || f.format == PixelFormat::BGR ? 3
+                  : f.format == PixelFormat::RGBA || f.format == PixelFormat::BGRx ? 4 : 1;
+  const int nplanes = f.format == PixelFormat::NV12 ? 2 : f.format == PixelFormat::I420 ? 3 : 1;
+  const int min_stride[3] = {f.width * bpp, f.format == PixelFormat::NV12 ? 2 * ((f.width + 1) / 2) : (f.width + 1) / 2,
+                             (f.width + 1) / 2};
+  for (int i = 0; i < nplanes; ++i) {
+    if (!f.planes[i]) throw DataError(fmt::format("{} frame: plane {} is missing", pixel_format_name(f.format), i));
+    if (f.strides[i] < min_stride[i]) {
+      throw DataError(fmt::format("{} frame {}x{}: plane {} stride {} < {}", pixel_format_name(f.format), f.width,
+                                  f.height, i, f.strides[i], min_stride[i]));
+    }
+  }
+}
+
+void preprocess_cpu(const FrameView& f, const PreprocessParams& p, uint16_t* out) {
+  validate_frame(f);
+  if (p.size <= 0 || p.channels < 3) throw DataError("preprocess: size must be > 0 and channels >= 3");
+  const ResizeGeometry g = resize_geometry(f.width, f.height, p);
+  for (int y = 0; y < p.size; ++y) {
+    for (int x = 0; x < p.size; ++x) {
+      const float cx = x + 0.5f, cy = y + 0.5f;
+      Rgb c{0, 0, 0};
+      if (cx >= g.content_x0 && cx < g.content_x1 && cy >= g.content_y0 && cy < g.content_y1) {
+        const float sx = (cx - g.offset_x) * g.scale_x - 0.5f, sy = (cy - g.offset_y) * g.scale_y - 0.5f;
+        const float fx0 = std::floor(sx), fy0 = std::floor(sy);
+        const float ax = sx - fx0, ay = sy - fy0;
+        const int x0 = std::clamp(int(fx0), 0, f.width - 1), x1 = std::clamp(int(fx0) + 1, 0, f.width - 1);
+        const int y0 = std::clamp(int(fy0), 0, f.height - 1), y1 = std::clamp(int(fy0) + 1, 0, f.height - 1);
+        const Rgb p00 = pixel(f, x0, y0), p01 = pixel(f, x1, y0), p10 = pixel(f, x0, y1), p11 = pixel(f, x1, y1);
+        auto lerp2 = [&](float a, float b, float cc, float d) {
+          return (1 - ay) * ((1 - ax) * a + ax * b) + ay * ((1 - ax) * cc + ax * d);
+        };
+        c = {lerp2(p00.r, p01.r, p10.r, p11.r), lerp2(p00.g, p01.g, p10.g, p11.g), lerp2(p00.b, p01.b, p10.b, p11.b)};
+      }
+      uint16_t* o = out + (long(y) * p.size + x) * p.channels;
+      const float rgb[3] = {c.r, c.g, c.b};
+      for (int ch = 0; ch < 3; ++ch) o[ch] = float_to_half((rgb[ch] / 255.f - p.mean[ch]) / p.std[ch]);
+      for (int ch = 3; ch < p.channels; ++ch) o[ch] = 0;
+    }
+  }
+}
+
+}  // namespace vc::inference

@@ -1,0 +1,60 @@
+// Frame -> normalized NHWC FP16 model input. The geometry and colour rules are defined here once; the CPU
+// reference below implements them plainly, and the CUDA kernel (preprocess_gpu.hpp) must match it.
+//
+// Rules: every output pixel's centre is mapped back into the frame (half-pixel centres, as OpenCV and
+// PyTorch's align_corners=False), sampled bilinearly with edges clamped — each of the four taps converted to RGB
+// first (YUV: BT.601 or BT.709, limited range, chroma taken from the tap's 2x2 block) — then divided by 255,
+// normalized with mean/std, rounded to FP16. Letterbox bars are black (RGB 0,0,0, normalized). Channels past
+// the third (padding for the first layer) are 0.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace vc::inference {
+
+enum class PixelFormat { RGB, BGR, RGBA, BGRx, NV12, I420 };
+enum class ResizeMode { Stretch, Crop, Letterbox };
+enum class YuvMatrix { BT601, BT709 };
+
+PixelFormat parse_pixel_format(const std::string& name);  // "RGB", "BGR", "RGBA", "BGRx", "NV12", "I420"
+ResizeMode parse_resize_mode(const std::string& name);    // "stretch", "crop", "letterbox"
+const char* pixel_format_name(PixelFormat f);
+
+// One frame in memory (host or device): up to three planes with their row strides in bytes.
+struct FrameView {
+  PixelFormat format = PixelFormat::RGB;
+  int width = 0, height = 0;
+  const uint8_t* planes[3] = {nullptr, nullptr, nullptr};  // packed: [0]; NV12: Y, UV; I420: Y, U, V
+  int strides[3] = {0, 0, 0};
+  YuvMatrix matrix = YuvMatrix::BT601;
+};
+
+struct PreprocessParams {
+  int size = 224;                    // output is size x size
+  ResizeMode mode = ResizeMode::Crop;
+  float crop_ratio = 0.875f;         // Crop: the shorter side is resized to size / crop_ratio
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+  int channels = 3;                  // output channels (>= 3; extra ones are zero padding)
+};
+
+// Output pixel x (centre x + 0.5) samples the frame at sx = (x + 0.5 - offset_x) * scale_x - 0.5, and
+// likewise for y; outside [content_x0, content_x1) x [content_y0, content_y1) it is a letterbox bar.
+struct ResizeGeometry {
+  float scale_x, scale_y, offset_x, offset_y;
+  float content_x0, content_x1, content_y0, content_y1;
+};
+ResizeGeometry resize_geometry(int frame_width, int frame_height, const PreprocessParams& p);
+
+// Throws vc::DataError for an unusable frame (empty, null plane, stride too small) or parameters.
+void validate_frame(const FrameView& frame);
+
+// The CPU reference: writes size*size*channels FP16 values (NHWC, one image) to `out`.
+void preprocess_cpu(const FrameView& frame, const PreprocessParams& p, uint16_t* out);
+
+// Bytes a tightly packed frame of this format occupies (plane sizes for width x height), and a view of such a
+// buffer; used by tests and by the pipeline for frames it copies.
+size_t packed_frame_bytes(PixelFormat f, int width, int height);
+FrameView packed_frame_view(PixelFormat f, int width, int height, const uint8_t* data);
+
+}  // namespace vc::inference

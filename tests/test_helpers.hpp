@@ -1,0 +1,45 @@
+// Shared by the tests: fixture paths, random data, error measures.
+#pragma once
+#include <cmath>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/version.hpp"
+
+namespace vc::test {
+
+inline std::string fixture(const std::string& name) { return std::string(vc::kSourceDir) + "/tests/fixtures/" + name; }
+
+// A generator seeded from the OS: every run draws fresh inputs (the seed is printed by the failing CAPTURE).
+inline std::mt19937& rng() {
+  static std::mt19937 g(std::random_device{}());
+  return g;
+}
+
+inline std::vector<float> random_floats(size_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng());
+  return v;
+}
+
+// ||a - b|| / ||b||  (b is the reference)
+inline double relative_error(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i])) return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return a.size() != b.size() ? INFINITY : std::sqrt(num / (den > 0 ? den : 1e-30));
+}
+
+inline int argmax(std::span<const float> v) {
+  int best = 0;
+  for (int i = 1; i < int(v.size()); ++i) if (v[i] > v[best]) best = i;
+  return best;
+}
+
+}  // namespace vc::test

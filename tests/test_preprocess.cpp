@@ -1,0 +1,163 @@
+// The CPU reference preprocessing: geometry of each resize mode, colour conversion, normalization.
+#include <doctest/doctest.h>
+
+#include "config/errors.hpp"
+#include "inference/half.hpp"
+#include "inference/preprocess.hpp"
+#include "test_helpers.hpp"
+
+using namespace vc;
+using namespace vc::inference;
+
+TEST_SUITE_BEGIN("preprocess");
+
+namespace {
+
+PreprocessParams identity_params(int size, ResizeMode mode) {
+  PreprocessParams p;
+  p.size = size;
+  p.mode = mode;
+  for (int c = 0; c < 3; ++c) {
+    p.mean[c] = 0.f;
+    p.std[c] = 1.f;
+  }
+  return p;
+}
+
+std::vector<uint8_t> random_bytes(size_t n) {
+  std::uniform_int_distribution<int> d(0, 255);
+  std::vector<uint8_t> v(n);
+  for (auto& x : v) x = uint8_t(d(vc::test::rng()));
+  return v;
+}
+
+float at(const std::vector<uint16_t>& out, const PreprocessParams& p, int x, int y, int c) {
+  return half_to_float(out[(size_t(y) * p.size + x) * p.channels + c]);
+}
+
+}  // namespace
+
+TEST_CASE("same size, stretch: every packed format gives the pixels themselves") {
+  const int w = 13, h = 9;
+  const auto rgb = random_bytes(size_t(w) * h * 3);
+  std::vector<uint8_t> bgr(rgb.size()), rgba(size_t(w) * h * 4), bgrx(rgba.size());
+  for (int i = 0; i < w * h; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      bgr[3 * i + c] = rgb[3 * i + 2 - c];
+      rgba[4 * i + c] = rgb[3 * i + c];
+      bgrx[4 * i + c] = rgb[3 * i + 2 - c];
+    }
+    rgba[4 * i + 3] = bgrx[4 * i + 3] = 77;
+  }
+  PreprocessParams p = identity_params(13, ResizeMode::Stretch);
+  p.channels = 4;  // one padding channel
+  for (auto [format, data] : {std::pair{PixelFormat::RGB, &rgb}, {PixelFormat::BGR, &bgr}, {PixelFormat::RGBA, &rgba},
+                              {PixelFormat::BGRx, &bgrx}}) {
+    CAPTURE(pixel_format_name(format));
+    // A 13x9 frame stretched to 13x13 keeps columns exactly; check column sampling on row 0 of a 13x13 frame.
+    std::vector<uint8_t> square;
+    const int bpp = data->size() / (w * h);
+    for (int y = 0; y < 13; ++y) square.insert(square.end(), data->begin() + (y % h) * w * bpp, data->begin() + (y % h + 1) * w * bpp);
+    std::vector<uint16_t> out(13 * 13 * 4);
+    preprocess_cpu(packed_frame_view(format, 13, 13, square.data()), p, out.data());
+    bool exact = true;
+    for (int y = 0; y < 13; ++y)
+      for (int x = 0; x < 13; ++x) {
+        for (int c = 0; c < 3; ++c) exact &= at(out, p, x, y, c) == round_to_half(rgb[(size_t(y % h) * w + x) * 3 + c] / 255.f);
+        exact &= at(out, p, x, y, 3) == 0.f;
+      }
+    CHECK(exact);
+  }
+}
+
+TEST_CASE("halving with stretch averages pixel pairs; mean/std normalize") {
+  const int w = 8, h = 8;
+  const auto rgb = random_bytes(size_t(w) * h * 3);
+  PreprocessParams p = identity_params(4, ResizeMode::Stretch);
+  p.mean[1] = 0.5f;
+  p.std[1] = 0.25f;
+  std::vector<uint16_t> out(4 * 4 * 3);
+  preprocess_cpu(packed_frame_view(PixelFormat::RGB, w, h, rgb.data()), p, out.data());
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x)
+      for (int c = 0; c < 3; ++c) {
+        auto px = [&](int xx, int yy) { return float(rgb[(size_t(yy) * w + xx) * 3 + c]); };
+        const float avg = (px(2 * x, 2 * y) + px(2 * x + 1, 2 * y) + px(2 * x, 2 * y + 1) + px(2 * x + 1, 2 * y + 1)) / 4;
+        const float want = (avg / 255.f - p.mean[c]) / p.std[c];
+        CHECK(at(out, p, x, y, c) == doctest::Approx(want).epsilon(2e-3));
+      }
+}
+
+TEST_CASE("letterbox puts black bars on the long sides; crop keeps the centre") {
+  const int w = 200, h = 100;
+  std::vector<uint8_t> white(size_t(w) * h * 3, 255);
+  // Left quarter red, so crop (the centre square) must not see it.
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w / 4; ++x) white[(size_t(y) * w + x) * 3 + 1] = white[(size_t(y) * w + x) * 3 + 2] = 0;
+  const auto frame = packed_frame_view(PixelFormat::RGB, w, h, white.data());
+
+  PreprocessParams p = identity_params(64, ResizeMode::Letterbox);
+  std::vector<uint16_t> out(64 * 64 * 3);
+  preprocess_cpu(frame, p, out.data());
+  CHECK(at(out, p, 32, 0, 0) == 0.f);   // top bar
+  CHECK(at(out, p, 32, 15, 1) == 0.f);  // last bar row (content is 32 rows, 16..47)
+  CHECK(at(out, p, 40, 16, 1) == 1.f);  // first content row, white part
+  CHECK(at(out, p, 40, 47, 1) == 1.f);
+  CHECK(at(out, p, 40, 48, 1) == 0.f);  // bottom bar
+  CHECK(at(out, p, 2, 32, 0) == 1.f);   // red part: R = 1, G = 0
+  CHECK(at(out, p, 2, 32, 1) == 0.f);
+
+  p.mode = ResizeMode::Crop;
+  p.crop_ratio = 1.f;  // the shorter side fills the output: a centre 100x100 square, x in [50, 150)
+  preprocess_cpu(frame, p, out.data());
+  bool all_white = true;
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x) all_white &= at(out, p, x, y, 1) == 1.f;
+  CHECK(all_white);
+  p.mode = ResizeMode::Stretch;
+  preprocess_cpu(frame, p, out.data());
+  CHECK(at(out, p, 0, 10, 1) == 0.f);  // stretch keeps the red quarter
+}
+
+TEST_CASE("YUV formats convert with BT.601 / BT.709 limited range") {
+  const int w = 6, h = 4;
+  std::vector<uint8_t> nv12(packed_frame_bytes(PixelFormat::NV12, w, h), 128);
+  std::vector<uint8_t> i420(packed_frame_bytes(PixelFormat::I420, w, h), 128);
+  std::fill(nv12.begin(), nv12.begin() + w * h, 126);  // Y = 126, U = V = 128: grey 1.164 * 110 = 128.08
+  std::fill(i420.begin(), i420.begin() + w * h, 235);  // Y = 235: white
+  PreprocessParams p = identity_params(3, ResizeMode::Stretch);
+  std::vector<uint16_t> out(27);
+  preprocess_cpu(packed_frame_view(PixelFormat::NV12, w, h, nv12.data()), p, out.data());
+  for (int c = 0; c < 3; ++c) CHECK(at(out, p, 1, 1, c) == doctest::Approx(128.08f / 255.f).epsilon(1e-3));
+  preprocess_cpu(packed_frame_view(PixelFormat::I420, w, h, i420.data()), p, out.data());
+  for (int c = 0; c < 3; ++c) CHECK(at(out, p, 2, 2, c) == doctest::Approx(1.f).epsilon(1e-3));
+  // Pure red in BT.709: Y=63, U=102, V=240.
+  std::fill(nv12.begin(), nv12.begin() + w * h, 63);
+  for (size_t i = w * h; i < nv12.size(); i += 2) {
+    nv12[i] = 102;
+    nv12[i + 1] = 240;
+  }
+  auto view = packed_frame_view(PixelFormat::NV12, w, h, nv12.data());
+  view.matrix = YuvMatrix::BT709;
+  preprocess_cpu(view, p, out.data());
+  CHECK(at(out, p, 1, 1, 0) > 0.98f);
+  CHECK(at(out, p, 1, 1, 1) < 0.02f);
+  CHECK(at(out, p, 1, 1, 2) < 0.02f);
+}
+
+TEST_CASE("unusable frames are errors, 1x1 frames work") {
+  uint8_t px[3] = {10, 20, 30};
+  PreprocessParams p = identity_params(5, ResizeMode::Crop);
+  std::vector<uint16_t> out(75);
+  preprocess_cpu(packed_frame_view(PixelFormat::RGB, 1, 1, px), p, out.data());
+  CHECK(at(out, p, 4, 4, 2) == round_to_half(30 / 255.f));
+  auto bad = packed_frame_view(PixelFormat::RGB, 4, 4, px);
+  bad.strides[0] = 5;
+  CHECK_THROWS_AS(preprocess_cpu(bad, p, out.data()), DataError);
+  bad = packed_frame_view(PixelFormat::NV12, 4, 4, px);
+  bad.planes[1] = nullptr;
+  CHECK_THROWS_AS(preprocess_cpu(bad, p, out.data()), DataError);
+  CHECK_THROWS_AS(preprocess_cpu(packed_frame_view(PixelFormat::RGB, 0, 4, px), p, out.data()), DataError);
+}
+
+TEST_SUITE_END();
