@@ -76,12 +76,11 @@ GpuReport probe_gpus() {
   // cuDNN 9's libcudnn.so is a shim that loads these on first use; a missing one is the usual broken install.
   for (const char* sub : {"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
                           "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9"}) {
-    void* h = dlopen(sub, RTLD_LAZY | RTLD_LOCAL);
-    if (!h) {
+    // Never dlclose these: on loading, each registers entry points with libcudnn_graph, and unloading it
+    // leaves cuDNN calling into unmapped memory (a crash in cudnn::graph::LibraryLoader, seen on an H200).
+    if (!dlopen(sub, RTLD_LAZY | RTLD_GLOBAL)) {
       const char* why = dlerror();
       r.cudnn_problems.push_back(fmt::format("{} cannot be loaded: {}", sub, why ? why : "unknown error"));
-    } else {
-      dlclose(h);
     }
   }
   return r;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <set>
 
@@ -300,6 +301,41 @@ Network build_resnet(const SafetensorsFile& file, const std::string& architectur
   fc.bias = tensor("fc.bias");
   net.layers.push_back(std::move(fc));
   return net;
+}
+
+std::vector<TensorToWrite> random_resnet_tensors(const ResNetSpec& spec, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<TensorToWrite> out;
+  for (const auto& [name, shape] : expected_tensors(spec)) {
+    TensorToWrite t{name, DType::F32, shape, {}};
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    t.values.resize(size_t(n));
+    auto fill = [&](auto dist) {
+      for (auto& v : t.values) v = float(dist(rng));
+    };
+    const auto ends_with = [&](const char* suffix) {
+      const std::string s(suffix);
+      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    const bool last_bn = name.find(spec.bottleneck ? ".bn3." : ".bn2.") != std::string::npos;
+    if (shape.size() == 4 || name == "fc.weight") {
+      const double fan_in = double(n) / double(shape[0]);
+      fill(std::normal_distribution<double>(0.0, std::sqrt(2.0 / fan_in)));
+    } else if (ends_with(".weight")) {
+      fill(std::uniform_real_distribution<double>(last_bn ? 0.1 : 0.5, last_bn ? 0.3 : 1.0));
+    } else if (ends_with(".running_var")) {
+      fill(std::uniform_real_distribution<double>(0.5, 1.5));
+    } else {  // bias, running_mean
+      fill(std::normal_distribution<double>(0.0, 0.1));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Network random_resnet(const ResNetSpec& spec, uint32_t seed) {
+  return build_resnet(SafetensorsFile::from_bytes(serialize_safetensors(random_resnet_tensors(spec, seed)), spec.name()));
 }
 
 std::vector<std::string> load_labels(const std::string& path) {

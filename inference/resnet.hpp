@@ -49,4 +49,10 @@ std::vector<std::string> load_labels(const std::string& path);
 
 TensorShapes shapes_of(const SafetensorsFile& file);
 
+// Random weights for a ResNet of this spec, with plausible BatchNorm statistics (He-initialized convs, the last
+// BatchNorm of each block damped so activations stay in FP16 range): for tests and benchmarks.
+std::vector<TensorToWrite> random_resnet_tensors(const ResNetSpec& spec, uint32_t seed);
+// The same, built into a Network.
+Network random_resnet(const ResNetSpec& spec, uint32_t seed);
+
 }  // namespace vc::inference

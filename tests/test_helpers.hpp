@@ -1,6 +1,7 @@
 // Shared by the tests: fixture paths, random data, error measures.
 #pragma once
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <span>
 #include <string>
@@ -10,7 +11,12 @@
 
 namespace vc::test {
 
-inline std::string fixture(const std::string& name) { return std::string(vc::kSourceDir) + "/tests/fixtures/" + name; }
+// The source tree: $VC_SOURCE_DIR when set (the GPU machine runs the tests from a copy elsewhere), else the build's.
+inline std::string source_dir() {
+  const char* env = std::getenv("VC_SOURCE_DIR");
+  return env && *env ? env : vc::kSourceDir;
+}
+inline std::string fixture(const std::string& name) { return source_dir() + "/tests/fixtures/" + name; }
 
 // A generator seeded from the OS: every run draws fresh inputs (the seed is printed by the failing CAPTURE).
 inline std::mt19937& rng() {

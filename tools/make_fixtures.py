@@ -56,9 +56,14 @@ CLASSES, SIZE, BATCH = 10, 64, 3
 
 def realistic_batchnorm(model, generator):
     """Random affine BN parameters, then running statistics from a few training-mode batches."""
-    for m in model.modules():
+    for name, m in model.named_modules():
         if isinstance(m, nn.BatchNorm2d):
-            m.weight.data = 0.5 + torch.rand(m.weight.shape, generator=generator)
+            # The last BatchNorm of each residual branch gets small gains, as in trained ResNets (and
+            # torchvision's zero_init_residual): otherwise a random deep net amplifies rounding chaotically and
+            # no FP16 engine (PyTorch's included) could match its FP64 logits.
+            last = name.endswith("bn3") or (name.endswith("bn2") and isinstance(model.layer1[0], BasicBlock))
+            low, span = (0.1, 0.3) if last else (0.5, 1.0)
+            m.weight.data = low + span * torch.rand(m.weight.shape, generator=generator)
             m.bias.data = 0.2 * torch.randn(m.bias.shape, generator=generator)
             m.momentum = None  # cumulative average over the batches below
     model.train()

@@ -1,0 +1,63 @@
+#include "inference/algo_cache.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config/logging.hpp"
+
+namespace vc::inference {
+
+AlgoCache::AlgoCache(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) return;
+  std::ifstream in(path_);
+  if (!in) return;
+  try {
+    const auto json = nlohmann::json::parse(in);
+    for (const auto& [key, v] : json.at("algorithms").items()) {
+      entries_[key] = {v.at("algo").get<int>(), v.at("math").get<int>(), v.value("api", "legacy") == "graph",
+                       v.at("workspace").get<size_t>(), v.at("ms").get<float>()};
+    }
+  } catch (const std::exception& e) {
+    vc::log::get("inference")->warn("{}: ignoring unreadable algorithm cache ({})", path_, e.what());
+    entries_.clear();
+  }
+}
+
+std::optional<CachedAlgo> AlgoCache::find(const std::string& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void AlgoCache::put(const std::string& key, const CachedAlgo& algo) {
+  entries_[key] = algo;
+  dirty_ = true;
+}
+
+void AlgoCache::save() const {
+  if (path_.empty() || !dirty_) return;
+  auto log = vc::log::get("inference");
+  try {
+    nlohmann::json algos = nlohmann::json::object();
+    for (const auto& [key, a] : entries_) {
+      algos[key] = {{"api", a.graph ? "graph" : "legacy"}, {"algo", a.algorithm}, {"math", a.math},
+                    {"workspace", a.workspace}, {"ms", a.ms}};
+    }
+    const std::filesystem::path path(path_);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    const auto tmp = path_ + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << nlohmann::json{{"version", 1}, {"algorithms", algos}}.dump(1) << "\n";
+      if (!out) throw std::runtime_error("write failed");
+    }
+    std::filesystem::rename(tmp, path);
+    log->info("saved {} tuned algorithms to {}", entries_.size(), path_);
+  } catch (const std::exception& e) {
+    log->warn("could not save the algorithm cache to {}: {}", path_, e.what());
+  }
+}
+
+}  // namespace vc::inference

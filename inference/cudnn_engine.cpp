@@ -1,0 +1,608 @@
+#include "inference/cudnn_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+#include "inference/algo_cache.hpp"
+#include "inference/cuda_memory.hpp"
+#include "inference/engine_kernels.hpp"
+#include "inference/graph_conv.hpp"
+#include "inference/half.hpp"
+
+namespace vc::inference {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+const char* math_name(cudnnMathType_t m, bool fp32) {
+  if (!fp32) return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? "fp16-tensor-op" : "fp16-fma";
+  return m == CUDNN_FMA_MATH ? "fp32-fma" : "tf32-tensor-op";
+}
+
+// One buffer per value, or a value's place in a shared pool.
+struct Value {
+  Shape shape;
+  bool fp32 = false;
+  void* ptr = nullptr;
+  [[nodiscard]] size_t bytes(int batch) const { return size_t(batch) * size_t(shape.elements()) * (fp32 ? 4 : 2); }
+};
+
+}  // namespace
+
+struct CudnnEngine::Impl {
+  // A convolution as cuDNN runs it.
+  struct Conv {
+    const Layer* layer = nullptr;
+    bool fp32 = false;
+    TensorDesc x_desc, y_desc, bias_desc;
+    FilterDesc w_desc;
+    ConvDesc conv_desc;
+    ActivationDesc act_desc;
+    DeviceBuffer<uint8_t> weight, bias;
+    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    size_t workspace = 0;
+    const void* x = nullptr;
+    void* y = nullptr;
+    const void* z = nullptr;  // residual, or null
+    std::unique_ptr<GraphConv> graph;  // set when the graph-API plan `plan` runs this layer
+    int plan = -1;
+  };
+
+  const Network& net;
+  CudnnEngineOptions opt;
+  int h, w;
+  EngineReport report;
+  std::shared_ptr<spdlog::logger> log = vc::log::get("inference");
+
+  CudaStream stream;
+  CudnnHandle handle;
+  std::vector<Value> values;
+  std::vector<DeviceBuffer<uint8_t>> activation_buffers;
+  DeviceBuffer<__half> input;
+  DeviceBuffer<float> stem_input;  // the FP16 input widened for the FP32 stem
+  DeviceBuffer<float> fc_weight, fc_bias, logits;
+  DeviceBuffer<uint8_t> workspace;
+  std::vector<std::unique_ptr<Conv>> convs;
+  std::vector<std::function<void()>> steps;
+  CudaGraph graph;
+  CudaGraphExec graph_exec;
+
+  Impl(const Network& network, int height, int width, const CudnnEngineOptions& options)
+      : net(network), opt(options), h(height), w(width) {
+    const auto t0 = Clock::now();
+    check_structure();
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || opt.device >= count) {
+      cudaGetLastError();
+      throw UnavailableError(fmt::format("no CUDA device {} ({} found)", opt.device, count));
+    }
+    CUDA_CHECK(cudaSetDevice(opt.device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
+    report.gpu = prop.name;
+    stream = make_stream();
+    cudnnHandle_t hnd;
+    CUDNN_CHECK(cudnnCreate(&hnd));
+    handle = CudnnHandle(hnd);
+    CUDNN_CHECK(cudnnSetStream(handle, stream));
+
+    plan_values();
+    check_memory();
+    allocate_values();
+    for (const auto& l : net.layers) {
+      if (l.kind == LayerKind::Conv) convs.push_back(make_conv(l));
+    }
+    fc_weight = upload(net.layers.back().weight);
+    fc_bias = upload(net.layers.back().bias);
+    logits = DeviceBuffer<float>(size_t(opt.batch) * net.num_classes);
+
+    choose_algorithms(prop);
+    build_steps();
+    // Run once eagerly (loads every kernel), then capture the whole forward pass.
+    for (auto& step : steps) step();
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (opt.cuda_graph) capture();
+    report.setup_seconds = seconds_since(t0);
+    log->info("cuDNN engine on {}: batch {}, {}x{}, activations {:.1f} MiB in {} buffers (naive {:.1f} MiB), "
+              "workspace {:.1f} MiB, weights {:.1f} MiB, set-up {:.2f} s ({} cached, {} tuned)",
+              report.gpu, opt.batch, h, w, report.activation_bytes / 1048576.0, report.activation_buffers,
+              report.naive_activation_bytes / 1048576.0, report.workspace_bytes / 1048576.0,
+              report.weight_bytes / 1048576.0, report.setup_seconds, report.cache_hits, report.cache_misses);
+  }
+
+  // The engine runs the ResNet shape: conv stem on the input, max-pool, convolutions, global pool, classifier.
+  void check_structure() const {
+    const auto& L = net.layers;
+    const bool ok = L.size() >= 4 && L[0].kind == LayerKind::Conv && L[0].input == 0 && L[1].kind == LayerKind::MaxPool &&
+                    L[1].input == L[0].output && L[L.size() - 2].kind == LayerKind::GlobalAvgPool &&
+                    L.back().kind == LayerKind::FullyConnected &&
+                    std::all_of(L.begin() + 2, L.end() - 2, [](const Layer& l) { return l.kind == LayerKind::Conv; });
+    if (!ok) throw InternalError("cuDNN engine: the network is not stem conv, max-pool, convolutions, pool, fc");
+    if (opt.batch < 1) throw InternalError("cuDNN engine: batch must be >= 1");
+  }
+
+  template <typename T>
+  DeviceBuffer<T> upload(const std::vector<T>& host) {
+    DeviceBuffer<T> d(host.size());
+    CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    report.weight_bytes += d.bytes();
+    return d;
+  }
+
+  // Shapes and precisions of every value: FP32 from the stem conv and from the pool on, FP16 elsewhere.
+  void plan_values() {
+    const auto shapes = net.value_shapes(h, w);
+    values.resize(net.num_values);
+    for (int v = 0; v < net.num_values; ++v) values[v].shape = shapes[v];
+    values[net.layers[0].output].fp32 = true;
+    values[net.layers[net.layers.size() - 2].output].fp32 = true;
+    values[net.layers.back().output].fp32 = true;
+    for (const auto& v : values) report.naive_activation_bytes += v.bytes(opt.batch);
+  }
+
+  // The values of the body (FP16, produced by max-pool and the convolutions) share a pool of equal buffers:
+  // a buffer is free again after the last layer that reads its value. The others get their own buffers.
+  std::vector<int> assign_pool(int& pool_count, size_t& pool_bytes) const {
+    std::vector<int> slot(net.num_values, -1);
+    std::vector<int> last_use(net.num_values, -1);
+    for (int i = 0; i < int(net.layers.size()); ++i) {
+      last_use[net.layers[i].input] = i;
+      if (net.layers[i].residual >= 0) last_use[net.layers[i].residual] = i;
+    }
+    std::vector<bool> busy;
+    pool_bytes = 0;
+    for (int i = 1; i < int(net.layers.size()) - 2; ++i) {  // max-pool .. last conv
+      const int out = net.layers[i].output;
+      pool_bytes = std::max(pool_bytes, values[out].bytes(opt.batch));
+      auto free_slot = std::find(busy.begin(), busy.end(), false);
+      slot[out] = int(free_slot - busy.begin());
+      if (free_slot == busy.end()) busy.push_back(true);
+      else *free_slot = true;
+      for (int v : {net.layers[i].input, net.layers[i].residual}) {
+        if (v >= 0 && last_use[v] == i && slot[v] >= 0) busy[slot[v]] = false;
+      }
+    }
+    pool_count = int(busy.size());
+    return slot;
+  }
+
+  size_t planned_activation_bytes() const {
+    if (opt.keep_all_values) return report.naive_activation_bytes;
+    int count = 0;
+    size_t each = 0;
+    const auto slot = assign_pool(count, each);
+    size_t total = size_t(count) * each;
+    for (int v = 0; v < net.num_values; ++v) {
+      if (slot[v] < 0) total += values[v].bytes(opt.batch);
+    }
+    return total;
+  }
+
+  // Fails early, saying how much is needed, if the plan cannot fit (the workspace limit counted in full).
+  void check_memory() const {
+    size_t weights = 0;
+    for (const auto& l : net.layers) weights += (l.weight.size() + l.bias.size()) * 4;
+    const size_t needed = planned_activation_bytes() + weights + opt.workspace_limit +
+                          values[0].bytes(opt.batch) * 2 /* stem input as FP32 */;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (needed > free_b) {
+      throw UnavailableError(fmt::format(
+          "the cuDNN engine needs about {:.0f} MiB of GPU memory for batch {} at {}x{} but only {:.0f} MiB of {:.0f} MiB "
+          "is free: lower inference.batch_size or inference.workspace_mb",
+          needed / 1048576.0, opt.batch, h, w, free_b / 1048576.0, total_b / 1048576.0));
+    }
+  }
+
+  void allocate_values() {
+    input = DeviceBuffer<__half>(size_t(opt.batch) * values[0].shape.elements());
+    values[0].ptr = input.get();
+    stem_input = DeviceBuffer<float>(input.size());
+    int pool_count = 0;
+    size_t pool_bytes = 0;
+    std::vector<int> slot(net.num_values, -1);
+    if (!opt.keep_all_values) slot = assign_pool(pool_count, pool_bytes);
+    for (int i = 0; i < pool_count; ++i) activation_buffers.emplace_back(pool_bytes);
+    for (int v = 1; v < net.num_values; ++v) {
+      if (v == net.layers.back().output) continue;  // the logits
+      if (slot[v] >= 0) {
+        values[v].ptr = activation_buffers[slot[v]].get();
+      } else {
+        activation_buffers.emplace_back(values[v].bytes(opt.batch));
+        values[v].ptr = activation_buffers.back().get();
+      }
+    }
+    report.activation_buffers = int(activation_buffers.size());
+    for (const auto& b : activation_buffers) report.activation_bytes += b.bytes();
+  }
+
+  static void set_tensor(TensorDesc& d, cudnnDataType_t type, int n, int c, int hh, int ww) {
+    cudnnTensorDescriptor_t t;
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&t));
+    d = TensorDesc(t);
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, type, n, c, hh, ww));
+  }
+
+  std::unique_ptr<Conv> make_conv(const Layer& l) {
+    auto c = std::make_unique<Conv>();
+    c->layer = &l;
+    c->fp32 = l.input == 0;  // the stem
+    const cudnnDataType_t type = c->fp32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_HALF;
+    const Shape& is = values[l.input].shape;
+    const Shape& os = values[l.output].shape;
+    set_tensor(c->x_desc, type, opt.batch, is.c, is.h, is.w);
+    set_tensor(c->y_desc, type, opt.batch, os.c, os.h, os.w);
+    cudnnTensorDescriptor_t bias_t;
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_t));
+    c->bias_desc = TensorDesc(bias_t);
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_t, CUDNN_TENSOR_NCHW, type, 1, l.out_channels, 1, 1));
+    cudnnFilterDescriptor_t f;
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&f));
+    c->w_desc = FilterDesc(f);
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(f, type, CUDNN_TENSOR_NHWC, l.out_channels, l.in_channels / l.groups,
+                                           l.kernel, l.kernel));
+    cudnnConvolutionDescriptor_t cd;
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
+    c->conv_desc = ConvDesc(cd);
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, l.pad, l.pad, l.stride, l.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(cd, l.groups));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, c->fp32 && !opt.tf32_stem ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+    cudnnActivationDescriptor_t a;
+    CUDNN_CHECK(cudnnCreateActivationDescriptor(&a));
+    c->act_desc = ActivationDesc(a);
+    CUDNN_CHECK(cudnnSetActivationDescriptor(a, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    // Weights (already OHWI = cuDNN's NHWC filter layout) and bias, in the layer's precision.
+    if (c->fp32) {
+      c->weight = to_device_bytes(l.weight.data(), l.weight.size() * 4);
+      c->bias = to_device_bytes(l.bias.data(), l.bias.size() * 4);
+    } else {
+      std::vector<uint16_t> wh(l.weight.size()), bh(l.bias.size());
+      std::transform(l.weight.begin(), l.weight.end(), wh.begin(), float_to_half);
+      std::transform(l.bias.begin(), l.bias.end(), bh.begin(), float_to_half);
+      c->weight = to_device_bytes(wh.data(), wh.size() * 2);
+      c->bias = to_device_bytes(bh.data(), bh.size() * 2);
+    }
+    c->x = c->fp32 ? static_cast<const void*>(stem_input.get()) : values[l.input].ptr;
+    c->y = values[l.output].ptr;
+    c->z = l.residual >= 0 ? values[l.residual].ptr : nullptr;
+    return c;
+  }
+
+  DeviceBuffer<uint8_t> to_device_bytes(const void* host, size_t bytes) {
+    DeviceBuffer<uint8_t> d(bytes);
+    CUDA_CHECK(cudaMemcpy(d.get(), host, bytes, cudaMemcpyHostToDevice));
+    report.weight_bytes += bytes;
+    return d;
+  }
+
+  std::string cache_key(const Conv& c, const cudaDeviceProp& prop) const {
+    const Layer& l = *c.layer;
+    const Shape& is = values[l.input].shape;
+    return fmt::format("{}|sm{}{}|cudnn{}|n{}|in{}x{}x{}|out{}|k{}s{}p{}g{}|{}{}|ws{}", prop.name, prop.major, prop.minor,
+                       cudnnGetVersion(), opt.batch, is.h, is.w, is.c, l.out_channels, l.kernel, l.stride, l.pad, l.groups,
+                       c.fp32 ? (opt.tf32_stem ? "tf32" : "fp32") : "fp16", opt.deterministic ? "|det" : "",
+                       opt.workspace_limit >> 20);
+  }
+
+  bool acceptable_math(const Conv& c, cudnnMathType_t m) const {
+    if (c.fp32 && !opt.tf32_stem) return m == CUDNN_FMA_MATH;  // strict FP32: no TF32 down-conversion
+    return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  }
+
+  void choose_algorithms(const cudaDeviceProp& prop) {
+    AlgoCache cache(opt.cache_path);
+    const auto t0 = Clock::now();
+    DeviceBuffer<uint8_t> tuning_workspace;
+    size_t max_workspace = 0;
+    for (auto& cp : convs) {
+      Conv& c = *cp;
+      ConvChoice choice;
+      choice.layer = c.layer->name;
+      cudnnMathType_t math = c.fp32 && !opt.tf32_stem ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+      const auto key = cache_key(c, prop);
+      if (auto it = opt.algorithms.find(c.layer->name); it != opt.algorithms.end()) {
+        c.algo = cudnnConvolutionFwdAlgo_t(it->second);
+        choice.source = "override";
+      } else if (auto hit = cache.find(key); hit && opt.autotune) {
+        c.algo = cudnnConvolutionFwdAlgo_t(hit->algorithm);
+        math = cudnnMathType_t(hit->math);
+        choice.tuned_ms = hit->ms;
+        choice.source = "cache";
+        ++report.cache_hits;
+      } else if (opt.autotune) {
+        if (!tuning_workspace.get() && opt.workspace_limit) tuning_workspace = DeviceBuffer<uint8_t>(opt.workspace_limit);
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        int returned = 0;
+        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, c.x_desc, c.x, c.w_desc, c.weight.get(), c.conv_desc,
+                                                           c.y_desc, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
+                                                           perf, tuning_workspace.get(), opt.workspace_limit));
+        const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
+        for (int i = 0; i < returned && !best; ++i) {
+          const auto& p = perf[i];
+          if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= opt.workspace_limit && acceptable_math(c, p.mathType) &&
+              (!opt.deterministic || p.determinism == CUDNN_DETERMINISTIC)) {
+            best = &p;
+          }
+        }
+        if (!best) throw InternalError(fmt::format("cuDNN has no usable algorithm for {} (batch {})", c.layer->name, opt.batch));
+        c.algo = best->algo;
+        math = best->mathType;
+        choice.tuned_ms = best->time;
+        choice.source = "autotune";
+        cache.put(key, {int(best->algo), int(best->mathType), false, best->memory, best->time});
+        ++report.cache_misses;
+      } else {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        int returned = 0;
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, c.x_desc, c.w_desc, c.conv_desc, c.y_desc,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+        bool found = false;
+        for (int i = 0; i < returned && !found; ++i) {
+          const auto& p = perf[i];
+          if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= opt.workspace_limit && acceptable_math(c, p.mathType) &&
+              (!opt.deterministic || p.determinism == CUDNN_DETERMINISTIC)) {
+            c.algo = p.algo;
+            math = p.mathType;
+            found = true;
+          }
+        }
+        if (!found) throw InternalError(fmt::format("cuDNN suggests no usable algorithm for {}", c.layer->name));
+        choice.source = "heuristic";
+      }
+      CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv_desc, math));
+      const auto status = cudnnGetConvolutionForwardWorkspaceSize(handle, c.x_desc, c.w_desc, c.conv_desc, c.y_desc,
+                                                                  c.algo, &c.workspace);
+      if (status != CUDNN_STATUS_SUCCESS) {
+        if (choice.source == "override") {
+          throw ConfigError(fmt::format("inference.algorithms.{}: algorithm {} is not supported for this layer ({})",
+                                        c.layer->name, int(c.algo), cudnnGetErrorString(status)));
+        }
+        CUDNN_CHECK(status);
+      }
+      choice.api = "legacy";
+      choice.algorithm = int(c.algo);
+      choice.math = math_name(math, c.fp32);
+      if (!c.fp32 && opt.autotune && choice.source != "override") {
+        const auto graph_key = key + "|api";
+        if (auto hit = cache.find(graph_key); hit && (!hit->graph || use_graph_plan(c, hit->algorithm))) {
+          choice.tuned_ms = hit->ms;
+        } else {
+          if (!tuning_workspace.get() && opt.workspace_limit) tuning_workspace = DeviceBuffer<uint8_t>(opt.workspace_limit);
+          tune_graph(c, choice, tuning_workspace.get());
+          cache.put(graph_key, {c.graph ? c.plan : int(c.algo), int(math), bool(c.graph), c.workspace, choice.tuned_ms});
+        }
+        if (c.graph) {
+          choice.api = "graph";
+          choice.algorithm = c.plan;
+          choice.math = "fp16-graph";
+        }
+      }
+      max_workspace = std::max(max_workspace, c.workspace);
+      choice.workspace = c.workspace;
+      report.convs.push_back(choice);
+    }
+    tuning_workspace = DeviceBuffer<uint8_t>();
+    workspace = DeviceBuffer<uint8_t>(max_workspace);
+    report.workspace_bytes = max_workspace;
+    report.tuning_seconds = seconds_since(t0);
+    if (opt.autotune) cache.save();
+  }
+
+  // Median time of `fn` on the stream, in ms (a few warm-up runs first).
+  template <typename Fn>
+  float time_on_stream(Fn fn, int reps = 7) {
+    for (int i = 0; i < 2; ++i) fn();
+    CudaEvent start = make_event(), stop = make_event();
+    std::vector<float> t;
+    for (int i = 0; i < reps; ++i) {
+      CUDA_CHECK(cudaEventRecord(start, stream));
+      fn();
+      CUDA_CHECK(cudaEventRecord(stop, stream));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+  GraphConvShape graph_shape(const Conv& c) const {
+    const Layer& l = *c.layer;
+    const Shape& is = values[l.input].shape;
+    const Shape& os = values[l.output].shape;
+    return {opt.batch, is.h, is.w, is.c, os.h, os.w, os.c, l.kernel, l.stride, l.pad, l.groups, c.z != nullptr, l.relu};
+  }
+
+  // A cached graph plan: rebuild just that plan. False (legacy is kept) if it no longer builds.
+  bool use_graph_plan(Conv& c, int plan) {
+    try {
+      auto g = std::make_unique<GraphConv>(handle, graph_shape(c), opt.deterministic);
+      if (!g->build(plan) || size_t(g->workspace_size(plan)) > opt.workspace_limit) return false;
+      c.workspace = size_t(g->workspace_size(plan));
+      c.graph = std::move(g);
+      c.plan = plan;
+      return true;
+    } catch (const InternalError& e) {
+      log->debug("{}: graph API unavailable ({})", c.layer->name, e.what());
+      return false;
+    }
+  }
+
+  // Times the legacy choice against the first few graph-API plans; keeps the fastest.
+  void tune_graph(Conv& c, ConvChoice& choice, void* tuning_workspace) {
+    constexpr int kMaxPlans = 8;
+    const float legacy_ms = time_on_stream([&] { run_conv(c, tuning_workspace); });
+    choice.legacy_ms = choice.tuned_ms = legacy_ms;
+    std::unique_ptr<GraphConv> g;
+    try {
+      g = std::make_unique<GraphConv>(handle, graph_shape(c), opt.deterministic);
+    } catch (const InternalError& e) {
+      log->debug("{}: graph API unavailable ({})", c.layer->name, e.what());
+      return;
+    }
+    float best = INFINITY;
+    int best_plan = -1;
+    for (int i = 0; i < std::min(kMaxPlans, g->candidate_count()); ++i) {
+      if (!g->build(i) || size_t(g->workspace_size(i)) > opt.workspace_limit) continue;
+      try {
+        const float ms = time_on_stream([&] {
+          g->execute(i, c.x, c.weight.get(), c.bias.get(), c.z, c.y, tuning_workspace);
+        });
+        if (ms < best) {
+          best = ms;
+          best_plan = i;
+        }
+      } catch (const InternalError& e) {
+        log->debug("{}: graph plan {} failed ({})", c.layer->name, i, e.what());
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+      }
+    }
+    choice.graph_ms = best_plan >= 0 ? best : 0;
+    if (best_plan >= 0 && best < legacy_ms) {
+      c.workspace = size_t(g->workspace_size(best_plan));
+      c.plan = best_plan;
+      c.graph = std::move(g);
+      choice.tuned_ms = best;
+    }
+  }
+
+  void run_conv(const Conv& c, void* ws) const {
+    const float one = 1.f, zero = 0.f;
+    const Layer& l = *c.layer;
+    if (c.graph) {
+      c.graph->execute(c.plan, c.x, c.weight.get(), c.bias.get(), c.z, c.y, ws);
+      return;
+    }
+    if (l.relu) {
+      // y = relu(conv(x) + z + bias) in one call; without a residual z aliases y with weight 0.
+      CUDNN_CHECK(cudnnConvolutionBiasActivationForward(handle, &one, c.x_desc, c.x, c.w_desc, c.weight.get(), c.conv_desc,
+                                                        c.algo, ws, c.workspace, c.z ? &one : &zero,
+                                                        c.y_desc, c.z ? c.z : c.y, c.bias_desc, c.bias.get(), c.act_desc,
+                                                        c.y_desc, c.y));
+    } else {
+      // The fused call allows no activation except with one algorithm: convolve, then add the bias (and residual).
+      CUDNN_CHECK(cudnnConvolutionForward(handle, &one, c.x_desc, c.x, c.w_desc, c.weight.get(), c.conv_desc, c.algo,
+                                          ws, c.workspace, &zero, c.y_desc, c.y));
+      CUDNN_CHECK(cudnnAddTensor(handle, &one, c.bias_desc, c.bias.get(), &one, c.y_desc, c.y));
+      if (c.z) CUDNN_CHECK(cudnnAddTensor(handle, &one, c.y_desc, c.z, &one, c.y_desc, c.y));
+    }
+  }
+
+  void build_steps() {
+    const int n = opt.batch;
+    steps.push_back([this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
+    size_t next_conv = 0;
+    for (const auto& l : net.layers) {
+      const Value& in = values[l.input];
+      const Value& out = values[l.output];
+      switch (l.kind) {
+        case LayerKind::Conv: {
+          const Conv* c = convs[next_conv++].get();
+          steps.push_back([this, c] { run_conv(*c, workspace.get()); });
+          break;
+        }
+        case LayerKind::MaxPool:
+          steps.push_back([this, &l, &in, &out, n] {
+            launch_max_pool(static_cast<const float*>(in.ptr), n, in.shape.h, in.shape.w, in.shape.c, l.kernel, l.stride,
+                            l.pad, static_cast<__half*>(out.ptr), stream);
+          });
+          break;
+        case LayerKind::GlobalAvgPool:
+          steps.push_back([this, &in, &out, n] {
+            launch_global_avg_pool(static_cast<const __half*>(in.ptr), n, in.shape.h * in.shape.w, in.shape.c,
+                                   static_cast<float*>(out.ptr), stream);
+          });
+          break;
+        case LayerKind::FullyConnected:
+          steps.push_back([this, &l, &in, n] {
+            launch_fully_connected(static_cast<const float*>(in.ptr), n, l.in_channels, fc_weight.get(), fc_bias.get(),
+                                   l.out_channels, logits.get(), stream);
+          });
+          break;
+      }
+    }
+  }
+
+  void capture() {
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (auto& step : steps) step();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    graph = CudaGraph(g);
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    graph_exec = CudaGraphExec(exec);
+  }
+
+  void enqueue() {
+    CUDA_CHECK(cudaSetDevice(opt.device));
+    if (graph_exec.get()) {
+      CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
+    } else {
+      for (auto& step : steps) step();
+    }
+  }
+};
+
+CudnnEngine::CudnnEngine(const Network& network, int height, int width, const CudnnEngineOptions& options)
+    : impl_(std::make_unique<Impl>(network, height, width, options)) {}
+CudnnEngine::~CudnnEngine() = default;
+
+int CudnnEngine::batch() const { return impl_->opt.batch; }
+int CudnnEngine::height() const { return impl_->h; }
+int CudnnEngine::width() const { return impl_->w; }
+int CudnnEngine::input_channels() const { return impl_->net.input_channels; }
+int CudnnEngine::num_classes() const { return impl_->net.num_classes; }
+cudaStream_t CudnnEngine::stream() const { return impl_->stream; }
+__half* CudnnEngine::input() const { return impl_->input.get(); }
+const float* CudnnEngine::logits() const { return impl_->logits.get(); }
+const EngineReport& CudnnEngine::report() const { return impl_->report; }
+void CudnnEngine::enqueue() { impl_->enqueue(); }
+
+std::vector<float> CudnnEngine::run(const uint16_t* host_input) {
+  auto& m = *impl_;
+  CUDA_CHECK(cudaMemcpyAsync(m.input.get(), host_input, m.input.bytes(), cudaMemcpyHostToDevice, m.stream));
+  m.enqueue();
+  std::vector<float> out(m.logits.size());
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), m.logits.get(), m.logits.bytes(), cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return out;
+}
+
+std::vector<float> CudnnEngine::read_value(int id) {
+  auto& m = *impl_;
+  if (id == m.net.layers.back().output) {
+    std::vector<float> out(m.logits.size());
+    CUDA_CHECK(cudaMemcpy(out.data(), m.logits.get(), m.logits.bytes(), cudaMemcpyDeviceToHost));
+    return out;
+  }
+  if (id != 0 && !m.opt.keep_all_values) throw InternalError("read_value needs keep_all_values");
+  const Value& v = m.values.at(id);
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  const size_t count = size_t(m.opt.batch) * v.shape.elements();
+  std::vector<float> out(count);
+  if (v.fp32) {
+    CUDA_CHECK(cudaMemcpy(out.data(), v.ptr, count * 4, cudaMemcpyDeviceToHost));
+  } else {
+    std::vector<uint16_t> h(count);
+    CUDA_CHECK(cudaMemcpy(h.data(), v.ptr, count * 2, cudaMemcpyDeviceToHost));
+    std::transform(h.begin(), h.end(), out.begin(), half_to_float);
+  }
+  return out;
+}
+
+}  // namespace vc::inference

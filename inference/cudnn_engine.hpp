@@ -1,0 +1,91 @@
+// The cuDNN engine: runs a Network on one GPU for a fixed batch size.
+//   stem conv (FP32 data and math; TF32 only when asked) -> max-pool to FP16 -> body convs in FP16 NHWC on
+//   Tensor Cores (FP32 accumulation), each conv + bias (+ residual) (+ ReLU) one fused cuDNN call ->
+//   global average pool to FP32 -> FP32 classifier.
+// Algorithms are autotuned on the real shapes at start-up — for each FP16 layer the best legacy algorithm and the
+// best graph-API plan are timed and the faster kept — and cached on disk; activations live in a few reused
+// buffers; everything is allocated in the constructor; the forward pass is captured once in a CUDA graph.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inference/network.hpp"
+
+namespace vc::inference {
+
+struct CudnnEngineOptions {
+  int batch = 1;
+  int device = 0;
+  bool tf32_stem = false;          // allow TF32 Tensor Cores in the FP32 stem (explicit precision choice)
+  bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
+  std::string cache_path;          // algorithm cache file; "" = none
+  size_t workspace_limit = size_t(256) << 20;
+  bool deterministic = false;      // deterministic algorithms only
+  bool cuda_graph = true;
+  bool keep_all_values = false;    // one buffer per value (tests read any intermediate value)
+  std::map<std::string, int> algorithms;  // per-layer override: layer name -> cudnnConvolutionFwdAlgo_t
+};
+
+struct ConvChoice {
+  std::string layer;
+  std::string api;                 // "legacy" (cudnnConvolutionBiasActivationForward) or "graph" (cuDNN graph API)
+  int algorithm = -1;              // legacy algorithm, or graph plan index
+  std::string math;                // "fp16-tensor-op", "fp32-fma", "tf32-tensor-op"
+  size_t workspace = 0;
+  float tuned_ms = 0;              // as timed at start-up (0 when not tuned)
+  float legacy_ms = 0, graph_ms = 0;  // the two APIs' best times when both were timed
+  std::string source;              // "autotune", "cache", "heuristic", "override"
+};
+
+struct EngineReport {
+  std::string gpu;
+  size_t weight_bytes = 0;
+  size_t activation_bytes = 0;     // with buffer reuse
+  size_t naive_activation_bytes = 0;  // one buffer per layer output
+  size_t workspace_bytes = 0;
+  int activation_buffers = 0;
+  double setup_seconds = 0;
+  double tuning_seconds = 0;
+  int cache_hits = 0, cache_misses = 0;
+  std::vector<ConvChoice> convs;
+};
+
+class CudnnEngine {
+ public:
+  // `network` must outlive the engine. Throws UnavailableError (no such GPU, out of memory: needed vs free), InternalError (CUDA/cuDNN failures),
+  // DataError (input too small for the network).
+  CudnnEngine(const Network& network, int height, int width, const CudnnEngineOptions& options);
+  ~CudnnEngine();
+  CudnnEngine(const CudnnEngine&) = delete;
+  CudnnEngine& operator=(const CudnnEngine&) = delete;
+
+  [[nodiscard]] int batch() const;
+  [[nodiscard]] int height() const;
+  [[nodiscard]] int width() const;
+  [[nodiscard]] int input_channels() const;
+  [[nodiscard]] int num_classes() const;
+  [[nodiscard]] cudaStream_t stream() const;
+  // Device input: batch x height x width x input_channels FP16 (NHWC). Write it on stream() before enqueue().
+  [[nodiscard]] __half* input() const;
+  // Device logits: batch x num_classes FP32, valid after enqueue() completes.
+  [[nodiscard]] const float* logits() const;
+
+  // Runs the forward pass on stream() (a CUDA graph replay when captured). Asynchronous.
+  void enqueue();
+  // Synchronous convenience: host FP16 input -> host logits.
+  std::vector<float> run(const uint16_t* host_input);
+  // Copies value `id` to the host as float (needs keep_all_values unless it is the input or the logits).
+  std::vector<float> read_value(int id);
+
+  [[nodiscard]] const EngineReport& report() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vc::inference

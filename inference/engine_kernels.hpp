@@ -1,0 +1,17 @@
+// The small kernels around the cuDNN convolutions: the FP16 -> FP32 stem input, max-pool (FP32 stem output ->
+// FP16 body), global average pool (FP16 -> FP32) and the FP32 classifier. All NHWC, all asynchronous.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace vc::inference {
+
+void launch_half_to_float(const __half* in, float* out, size_t count, cudaStream_t stream);
+void launch_max_pool(const float* in, int n, int h, int w, int c, int kernel, int stride, int pad, __half* out,
+                     cudaStream_t stream);
+void launch_global_avg_pool(const __half* in, int n, int hw, int c, float* out, cudaStream_t stream);
+// out[n][o] = bias[o] + sum_i weight[o][i] * in[n][i], FP32 throughout.
+void launch_fully_connected(const float* in, int n, int in_features, const float* weight, const float* bias,
+                            int out_features, float* out, cudaStream_t stream);
+
+}  // namespace vc::inference

@@ -1,0 +1,240 @@
+// The cuDNN engine against the CPU reference: every layer on the GPU's own inputs (so each layer is judged
+// alone), whole networks on the PyTorch fixtures and on random full-size ResNets, the FP32 first and last
+// layers, CUDA graph vs eager, the algorithm cache, overrides, determinism and the out-of-memory message.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "config/errors.hpp"
+#include "inference/classifier.hpp"
+#include "inference/cpu_engine.hpp"
+#include "inference/cpu_ops.hpp"
+#include "inference/cudnn_engine.hpp"
+#include "inference/half.hpp"
+#include "inference/resnet.hpp"
+#include "test_helpers.hpp"
+
+using namespace vc;
+using namespace vc::inference;
+using vc::test::relative_error;
+
+TEST_SUITE_BEGIN("gpu.engine");
+
+namespace {
+
+// A random NHWC input, rounded to FP16 (the engine's input type), as FP16 bits and as float.
+struct Input {
+  std::vector<uint16_t> fp16;
+  std::vector<float> value;
+};
+Input random_input(size_t count) {
+  Input in;
+  for (float v : vc::test::random_floats(count, -2.f, 2.f)) {
+    in.fp16.push_back(float_to_half(v));
+    in.value.push_back(half_to_float(in.fp16.back()));
+  }
+  return in;
+}
+
+CudnnEngineOptions test_options(int batch) {
+  CudnnEngineOptions o;
+  o.batch = batch;
+  o.keep_all_values = true;
+  return o;
+}
+
+// Runs every layer of `net` on the GPU and checks each output against the CPU layer applied to the GPU's own
+// input values. Returns the worst relative error of the FP16 body layers.
+double check_every_layer(const Network& net, int batch, int size) {
+  CudnnEngine engine(net, size, size, test_options(batch));
+  const auto shapes = net.value_shapes(size, size);
+  const auto input = random_input(size_t(batch) * shapes[0].elements());
+  (void)engine.run(input.fp16.data());
+  double worst_body = 0;
+  for (const auto& l : net.layers) {
+    CAPTURE(l.name);
+    const auto in = engine.read_value(l.input);
+    const auto got = engine.read_value(l.output);
+    std::vector<float> want(got.size());
+    switch (l.kind) {
+      case LayerKind::Conv: {
+        const auto res = l.residual >= 0 ? engine.read_value(l.residual) : std::vector<float>();
+        cpu::conv2d(in.data(), batch, shapes[l.input], l, res.empty() ? nullptr : res.data(), want.data(), 2);
+        break;
+      }
+      case LayerKind::MaxPool: cpu::max_pool(in.data(), batch, shapes[l.input], l, want.data(), 2); break;
+      case LayerKind::GlobalAvgPool: cpu::global_avg_pool(in.data(), batch, shapes[l.input], want.data()); break;
+      case LayerKind::FullyConnected: cpu::fully_connected(in.data(), batch, l, want.data()); break;
+    }
+    const double err = relative_error(got, want);
+    if (l.input == 0 || l.kind == LayerKind::FullyConnected || l.kind == LayerKind::GlobalAvgPool) {
+      // The first and last layers run in FP32 from the same inputs: their error is at FP32 level, far below
+      // what FP16 storage of the output (~3e-4) or TF32 (~1e-3) would give.
+      CHECK(err < 2e-5);
+    } else if (l.kind == LayerKind::MaxPool) {
+      CHECK(err < 5e-4);  // FP32 max, rounded to FP16
+    } else {
+      CHECK(err < 1e-2);
+      worst_body = std::max(worst_body, err);
+    }
+  }
+  return worst_body;
+}
+
+}  // namespace
+
+TEST_CASE("every layer matches the CPU layer on the GPU's own inputs (basic, bottleneck, grouped)") {
+  for (const char* name : {"basic_narrow", "bottleneck_narrow", "grouped_narrow"}) {
+    CAPTURE(name);
+    const auto net = build_resnet(SafetensorsFile::open(vc::test::fixture(std::string(name) + ".safetensors")));
+    for (int batch : {1, 3}) MESSAGE(std::string(name) << " batch " << batch << ": worst FP16 layer error " << check_every_layer(net, batch, 64));
+  }
+  ResNetSpec wide = named_resnet("resnext50_32x4d", 100);
+  wide.blocks = {1, 1, 1, 1};  // every layer kind of ResNeXt at full width, kept short
+  MESSAGE("resnext50 (1 block per stage): worst FP16 layer error " << check_every_layer(random_resnet(wide, 7), 2, 96));
+}
+
+TEST_CASE("whole networks reproduce the PyTorch fixtures: logits within 1e-2, same top-1") {
+  for (const char* name : {"basic_narrow", "bottleneck_narrow", "grouped_narrow"}) {
+    CAPTURE(name);
+    const auto net = build_resnet(SafetensorsFile::open(vc::test::fixture(std::string(name) + ".safetensors")));
+    const auto io = SafetensorsFile::open(vc::test::fixture(std::string(name) + ".io.safetensors"));
+    const auto* in = io.find("input");
+    const int n = int(in->shape[0]), size = int(in->shape[1]);
+    const auto input = io.to_float(*in);
+    const auto expected = io.to_float(*io.find("logits"));
+    std::vector<uint16_t> input_fp16(input.size());
+    std::transform(input.begin(), input.end(), input_fp16.begin(), float_to_half);
+    for (int batch : {1, n}) {
+      CudnnEngineOptions o;
+      o.batch = batch;
+      CudnnEngine engine(net, size, size, o);
+      const auto logits = engine.run(input_fp16.data());
+      const std::span<const float> want(expected.data(), logits.size());
+      const double err = relative_error(logits, want);
+      MESSAGE(std::string(name) << " batch " << batch << ": relative error " << err);
+      CHECK(err <= 1e-2);
+      for (int i = 0; i < batch; ++i) {
+        CHECK(vc::test::argmax({logits.data() + i * 10, 10}) == vc::test::argmax({want.data() + i * 10, 10}));
+      }
+    }
+  }
+}
+
+TEST_CASE("full-size ResNet-18 and ResNet-50 with random weights match the CPU engine") {
+  for (const char* arch : {"resnet18", "resnet50"}) {
+    CAPTURE(arch);
+    const auto net = random_resnet(named_resnet(arch, 1000), 42);
+    const int batch = 2, size = 224;
+    const auto input = random_input(size_t(batch) * size * size * 3);
+    CudnnEngineOptions o;
+    o.batch = batch;
+    CudnnEngine engine(net, size, size, o);
+    const auto gpu = engine.run(input.fp16.data());
+    const auto cpu = CpuEngine(net, 0).forward(input.value, batch, size, size);
+    const double err = relative_error(gpu, cpu);
+    MESSAGE(std::string(arch) << ": relative error " << err << ", activations " << engine.report().activation_bytes / 1048576.0
+                 << " MiB in " << engine.report().activation_buffers << " buffers (naive "
+                 << engine.report().naive_activation_bytes / 1048576.0 << " MiB)");
+    CHECK(err <= 1e-2);
+    // Reuse: fewer bytes than one buffer per layer output; ResNet-50's many layers share a handful of buffers.
+    CHECK(engine.report().activation_bytes < engine.report().naive_activation_bytes * (std::string(arch) == "resnet50" ? 0.5 : 0.7));
+  }
+}
+
+TEST_CASE("the CUDA graph replays exactly what eager execution computes; deterministic mode repeats bit for bit") {
+  const auto net = random_resnet(named_resnet("resnet18", 10), 3);
+  const auto input = random_input(size_t(2) * 128 * 128 * 3);
+  CudnnEngineOptions o;
+  o.batch = 2;
+  o.deterministic = true;
+  // Both engines take their algorithms from one cache, so they differ only in graph replay vs eager launches.
+  o.cache_path = (std::filesystem::temp_directory_path() / "vc-gpu-test-graph.json").string();
+  std::filesystem::remove(o.cache_path);
+  CudnnEngine graph(net, 128, 128, o);
+  o.cuda_graph = false;
+  CudnnEngine eager(net, 128, 128, o);
+  CHECK(eager.report().cache_misses == 0);
+  std::filesystem::remove(o.cache_path);
+  const auto a = graph.run(input.fp16.data());
+  CHECK(a == eager.run(input.fp16.data()));
+  CHECK(a == graph.run(input.fp16.data()));
+}
+
+TEST_CASE("autotuned algorithms are cached on disk and reused; overrides are honoured or rejected") {
+  const auto net = random_resnet(named_resnet("resnet18", 10), 5);
+  const auto cache = (std::filesystem::temp_directory_path() / "vc-gpu-test-algos.json").string();
+  std::filesystem::remove(cache);
+  CudnnEngineOptions o;
+  o.cache_path = cache;
+  {
+    CudnnEngine first(net, 96, 96, o);
+    // Layers of identical shape share an entry, so some hit even on the first start.
+    CHECK(first.report().cache_misses > 0);
+    CHECK(first.report().cache_misses + first.report().cache_hits == int(first.report().convs.size()));
+  }
+  CHECK(std::filesystem::exists(cache));
+  CudnnEngine second(net, 96, 96, o);
+  CHECK(second.report().cache_hits == int(second.report().convs.size()));
+  CHECK(second.report().cache_misses == 0);
+  MESSAGE("tuning " << second.report().tuning_seconds << " s from the cache");
+
+  o.algorithms = {{"layer1.0.conv1", 1}};  // IMPLICIT_PRECOMP_GEMM: supported by every layer here
+  CudnnEngine overridden(net, 96, 96, o);
+  bool found = false;
+  for (const auto& c : overridden.report().convs) {
+    if (c.layer == "layer1.0.conv1") {
+      found = true;
+      CHECK(c.algorithm == 1);
+      CHECK(c.source == "override");
+    }
+  }
+  CHECK(found);
+  o.algorithms = {{"conv1", 3}};  // FFT: not for a 7x7 stride-2 FP32 stem
+  CHECK_THROWS_AS(CudnnEngine(net, 96, 96, o), ConfigError);
+  std::filesystem::remove(cache);
+}
+
+TEST_CASE("out of memory at start-up says what was needed and what is free") {
+  const auto net = random_resnet(named_resnet("resnet50", 10), 1);
+  CudnnEngineOptions o;
+  o.batch = 4096;
+  try {
+    CudnnEngine engine(net, 512, 512, o);
+    FAIL("expected an UnavailableError");
+  } catch (const UnavailableError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("needs about") != std::string::npos);
+    CHECK(what.find("MiB is free") != std::string::npos);
+  }
+}
+
+TEST_CASE("the Classifier picks cuDNN for device auto and agrees with the CPU classifier") {
+  config::Config cfg;
+  cfg.model.weights = vc::test::fixture("bottleneck_narrow.safetensors");
+  cfg.model.labels = "";
+  cfg.model.input_size = 64;
+  cfg.inference.autotune_cache = "";
+  cfg.inference.batch_size = 2;
+  auto gpu = Classifier::create(cfg);
+  CHECK(gpu->engine_name().find("cuDNN") != std::string::npos);
+  cfg.inference.device = "cpu";
+  auto cpu = Classifier::create(cfg);
+  std::vector<std::vector<uint8_t>> pixels;
+  std::vector<FrameView> frames;
+  for (auto [w, h] : {std::pair{640, 480}, {97, 131}}) {
+    pixels.emplace_back(size_t(w) * h * 3);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : pixels.back()) b = uint8_t(byte(vc::test::rng()));
+    frames.push_back(packed_frame_view(PixelFormat::BGR, w, h, pixels.back().data()));
+  }
+  const auto g = gpu->classify(frames), c = cpu->classify(frames);
+  REQUIRE(g.size() == 2);
+  for (int i = 0; i < 2; ++i) CHECK(relative_error(g[i], c[i]) <= 1e-2);
+  // A partial batch: one frame through the batch-2 engine.
+  const auto single = gpu->classify(std::span<const FrameView>(frames.data(), 1));
+  REQUIRE(single.size() == 1);
+  CHECK(relative_error(single[0], c[0]) <= 1e-2);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,119 @@
+// The CUDA preprocessing kernel against the CPU reference: every format and resize mode, odd sizes, padded
+// strides, mixed frame sizes in one batch, frames from host and from device memory.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "inference/cuda_memory.hpp"
+#include "inference/half.hpp"
+#include "inference/preprocess.hpp"
+#include "inference/preprocess_gpu.hpp"
+#include "test_helpers.hpp"
+
+using namespace vc::inference;
+
+TEST_SUITE_BEGIN("gpu.preprocess");
+
+namespace {
+
+// A random frame with each row padded by `pad` bytes (strides as GStreamer aligns them).
+struct TestFrame {
+  std::vector<uint8_t> bytes;
+  FrameView view;
+};
+
+TestFrame random_frame(PixelFormat f, int w, int h, int pad) {
+  TestFrame t;
+  const int bpp = f == PixelFormat::RGB || f == PixelFormat::BGR ? 3 : f == PixelFormat::RGBA || f == PixelFormat::BGRx ? 4 : 1;
+  const int cw = (w + 1) / 2, ch = (h + 1) / 2;
+  int strides[3] = {w * bpp + pad, f == PixelFormat::NV12 ? 2 * cw + pad : cw + pad, cw + pad};
+  size_t sizes[3] = {size_t(strides[0]) * h, size_t(strides[1]) * ch, f == PixelFormat::I420 ? size_t(strides[2]) * ch : 0};
+  if (f != PixelFormat::NV12 && f != PixelFormat::I420) sizes[1] = 0;
+  if (f != PixelFormat::I420) sizes[2] = 0;
+  t.bytes.resize(sizes[0] + sizes[1] + sizes[2]);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : t.bytes) b = uint8_t(byte(vc::test::rng()));
+  t.view.format = f;
+  t.view.width = w;
+  t.view.height = h;
+  size_t offset = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (!sizes[i]) continue;
+    t.view.planes[i] = t.bytes.data() + offset;
+    t.view.strides[i] = strides[i];
+    offset += sizes[i];
+  }
+  return t;
+}
+
+// Largest |gpu - cpu| over the batch, in units of the reference's FP16 spacing (1 = one FP16 step).
+double compare(const std::vector<uint16_t>& gpu, const std::vector<uint16_t>& cpu) {
+  double worst = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const float a = half_to_float(gpu[i]), b = half_to_float(cpu[i]);
+    if (std::isnan(a)) return INFINITY;
+    const float ulp = std::max(std::fabs(b) * 0.0009765625f, 6.1e-5f);
+    worst = std::max(worst, double(std::fabs(a - b) / ulp));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("every format and resize mode matches the CPU reference on odd sizes") {
+  const PixelFormat formats[] = {PixelFormat::RGB, PixelFormat::BGR, PixelFormat::RGBA, PixelFormat::BGRx,
+                                 PixelFormat::NV12, PixelFormat::I420};
+  const ResizeMode modes[] = {ResizeMode::Stretch, ResizeMode::Crop, ResizeMode::Letterbox};
+  const std::pair<int, int> sizes[] = {{1, 1}, {33, 17}, {1921, 1081}};
+  CudaStream stream = make_stream();
+  for (auto format : formats) {
+    for (auto mode : modes) {
+      CAPTURE(pixel_format_name(format));
+      CAPTURE(int(mode));
+      PreprocessParams p;
+      p.size = 224;
+      p.mode = mode;
+      p.channels = format == PixelFormat::RGB ? 4 : 3;  // also exercise channel padding
+      // One batch holding all three sizes (different geometry per frame, one launch).
+      std::vector<TestFrame> frames;
+      std::vector<FrameView> views;
+      for (auto [w, h] : sizes) {
+        frames.push_back(random_frame(format, w, h, w % 7));
+      }
+      for (auto& f : frames) views.push_back(f.view);
+      GpuPreprocessor pre(p, 3, stream);
+      const size_t per = size_t(p.size) * p.size * p.channels;
+      DeviceBuffer<__half> out(per * 3);
+      CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));  // poison: NaN everywhere
+      pre.run(views, out.get());
+      std::vector<uint16_t> gpu(per * 3);
+      CUDA_CHECK(cudaMemcpyAsync(gpu.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<uint16_t> cpu(per * 3);
+      for (int i = 0; i < 3; ++i) preprocess_cpu(views[i], p, cpu.data() + per * i);
+      const double worst = compare(gpu, cpu);
+      CHECK(worst <= 2.0);  // within two FP16 steps (FMA contraction may move a value across one rounding edge)
+    }
+  }
+}
+
+TEST_CASE("frames already in device memory give the same result as host frames") {
+  CudaStream stream = make_stream();
+  auto frame = random_frame(PixelFormat::NV12, 1920, 1080, 64);
+  DeviceBuffer<uint8_t> dev(frame.bytes.size());
+  CUDA_CHECK(cudaMemcpy(dev.get(), frame.bytes.data(), frame.bytes.size(), cudaMemcpyHostToDevice));
+  FrameView dview = frame.view;
+  for (int i = 0; i < 2; ++i) dview.planes[i] = dev.get() + (frame.view.planes[i] - frame.bytes.data());
+  PreprocessParams p;
+  GpuPreprocessor pre(p, 1, stream);
+  DeviceBuffer<__half> a(224 * 224 * 3), b(224 * 224 * 3);
+  pre.run(std::span<const FrameView>(&frame.view, 1), a.get());
+  pre.run_device(std::span<const FrameView>(&dview, 1), b.get());
+  std::vector<uint16_t> ha(a.size()), hb(b.size());
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaMemcpy(ha.data(), a.get(), a.bytes(), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(hb.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost));
+  CHECK(ha == hb);
+}
+
+TEST_SUITE_END();
