@@ -3,7 +3,7 @@
 # The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
 set -euo pipefail
 packages=(
-  build-essential cmake pkg-config ccache git python3
+  build-essential cmake pkg-config ccache git python3 python3-pip
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstrtspserver-1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
   gstreamer1.0-plugins-ugly
@@ -34,4 +34,20 @@ done
 if [ -z "$cudnn_found" ]; then
   echo "install-deps: cuDNN 9 headers are missing: see README.md, 'CUDA and cuDNN'" >&2; exit 69
 fi
-echo "install-deps: all packages present"
+# cuDNN's C++ frontend (header-only, MIT) is not packaged for Debian 12: take its headers from NVIDIA's PyPI wheel.
+frontend_version=1.32.0
+frontend_dir="$(dirname "$0")/../third_party/cudnn_frontend"
+if [ ! -f "$frontend_dir/include/cudnn_frontend.h" ] || [ "$(cat "$frontend_dir/VERSION" 2>/dev/null)" != "$frontend_version" ]; then
+  echo "install-deps: fetching cudnn_frontend $frontend_version headers"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "nvidia-cudnn-frontend==$frontend_version"
+  rm -rf "$frontend_dir" && mkdir -p "$frontend_dir"
+  python3 - "$tmp"/*.whl "$frontend_dir" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    wheel.extractall(sys.argv[2], [n for n in wheel.namelist() if n.startswith("include/")])
+PY
+  echo "$frontend_version" > "$frontend_dir/VERSION"
+  rm -rf "$tmp"
+fi
+echo "install-deps: all dependencies present"
