@@ -8,25 +8,14 @@
 #include <string>
 
 #include "config/version.hpp"
+#include "test_helpers.hpp"
 
 TEST_SUITE_BEGIN("cli");
 
 namespace {
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-// Runs video-classifier with `args` (shell syntax), returning its exit code and stdout+stderr.
-Result run_app(const std::string& args) {
-  const auto log = std::filesystem::temp_directory_path() / "vc-cli-test.log";
-  const std::string cmd = std::string("cd '") + vc::kSourceDir + "' && '" + VC_APP_BINARY + "' " + args + " >'" +
-                          log.string() + "' 2>&1 </dev/null";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+vc::test::CommandResult run_app(const std::string& args) {
+  return vc::test::run_command(std::string("'") + VC_APP_BINARY + "' " + args);
 }
 
 }  // namespace

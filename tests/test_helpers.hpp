@@ -2,6 +2,10 @@
 #pragma once
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <random>
 #include <span>
 #include <string>
@@ -17,6 +21,23 @@ inline std::string source_dir() {
   return env && *env ? env : vc::kSourceDir;
 }
 inline std::string fixture(const std::string& name) { return source_dir() + "/tests/fixtures/" + name; }
+
+// Runs a shell command from the source tree, returning its exit code and its stdout+stderr.
+struct CommandResult {
+  int code;
+  std::string output;
+};
+inline CommandResult run_command(const std::string& command) {
+  static int counter = 0;
+  const auto log = std::filesystem::temp_directory_path() / ("vc-test-cmd-" + std::to_string(getpid()) + "-" +
+                                                             std::to_string(counter++) + ".log");
+  const std::string cmd = "cd '" + source_dir() + "' && " + command + " >'" + log.string() + "' 2>&1 </dev/null";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(log);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
 
 // A generator seeded from the OS: every run draws fresh inputs (the seed is printed by the failing CAPTURE).
 inline std::mt19937& rng() {
