@@ -50,8 +50,5 @@ int print_config(const CommandLine& cl, std::ostream& out) {
   return 0;
 }
 
-int evaluate(const CommandLine&, std::ostream&) {
-  throw UnavailableError("evaluate is not available yet");
-}
 
 }  // namespace vc::app

@@ -3,11 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
-args=(-S . -B build -DCMAKE_BUILD_TYPE=Release)
+dir=${VC_BUILD_DIR:-build}
+args=(-S . -B "$dir" -DCMAKE_BUILD_TYPE=Release ${VC_CMAKE_ARGS:-})
 [ -n "${CUDA_ARCHS:-}" ] && args+=("-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS}")
-mkdir -p build && cmake "${args[@]}" >build/configure.log 2>&1 || { cat build/configure.log; exit 1; }
-echo "build: compiling (log: build/build.log)"
-if ! cmake --build build -j "$(nproc)" >build/build.log 2>&1; then
-  grep -E -A4 'error|Error' build/build.log | head -80; echo "build: FAILED (full log: build/build.log)" >&2; exit 1
+mkdir -p "$dir" && cmake "${args[@]}" >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
+echo "build: compiling in $dir/ (log: $dir/build.log)"
+if ! cmake --build "$dir" -j "$(nproc)" >"$dir/build.log" 2>&1; then
+  grep -E -A4 'error|Error' "$dir/build.log" | head -80; echo "build: FAILED (full log: $dir/build.log)" >&2; exit 1
 fi
 echo "build: done"

@@ -3,7 +3,14 @@
 # (see ../shared/device/README.md). Then, with the device tool:  carry [".device"], command "scripts/device-run.sh".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CUDA_ARCHS=${CUDA_ARCHS:-90} scripts/build.sh
+# A build of its own: sm_90 only, OpenCV linked statically (see cmake/FindOpenCVDrawing.cmake).
+VC_BUILD_DIR=build-device VC_CMAKE_ARGS="-DVC_OPENCV_STATIC=ON" CUDA_ARCHS=${CUDA_ARCHS:-90} scripts/build.sh
 bundle=${VC_BUNDLE_SCRIPT:-../shared/device/bundle.sh}
 [ -x "$bundle" ] || bundle="bash $bundle"
-$bundle .device build/app/video-classifier build/tests/gpu_tests build/tests/unit_tests build/tools/bench
+# Only the plugins the device runs need (no GL/X11/Wayland stack from nvcodec, no V4L2, no display): the whole
+# tree, bundle included, must stay under the device tool's 64 MiB.
+export GST_PLUGINS=${GST_PLUGINS:-"coreelements app videoconvertscale videotestsrc videorate playback typefindfunctions
+  isomp4 matroska videoparsersbad x264 openh264"}
+$bundle .device build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
+strip --strip-unneeded .device/bin/video-classifier .device/bin/gpu_tests .device/bin/bench .device/bin/infer_tensors
+echo "device bundle: $(du -sh .device | cut -f1)"

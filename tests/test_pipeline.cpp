@@ -237,3 +237,44 @@ TEST_CASE("the overlay draws its panel, bars and text where configured") {
 }
 
 TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("accuracy");
+
+TEST_CASE("the default config classifies the bundled sample video: >= 90% frame accuracy against its ground truth") {
+  const auto jsonl = path("default.jsonl");
+  auto r = run_command("timeout 600 '" + std::string(VC_APP_BINARY) + "' --config assets/configs/default.yaml " +
+                       "--set inference.device=cpu --output none --set output.results='" + jsonl + "' --log-level warn");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(frame_lines(jsonl) == 600);
+  r = run_command("'" + std::string(VC_APP_BINARY) + "' evaluate --results '" + jsonl +
+                  "' --ground-truth assets/video/fashion-mnist-sample.truth.txt");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m, std::regex(R"(frame accuracy: ([0-9.]+)%)")));
+  MESSAGE("sample video, CPU engine: " << m[1] << "% frame accuracy");
+  CHECK(std::stod(m[1]) >= 90.0);
+  CHECK(r.output.find("confusion matrix") != std::string::npos);
+}
+
+TEST_CASE("evaluate scores against a truth file or another results file, and rejects bad files") {
+  const auto results = path("eval.jsonl"), truth = path("eval-truth.txt");
+  {
+    std::ofstream out(results);
+    out << R"({"frame":0,"top":[{"label":"cat","index":0,"score":0.9}]})" << "\n"
+        << R"({"event":"label_change","frame":0,"from":null,"to":"cat"})" << "\n"
+        << R"({"frame":1,"top":[{"label":"dog","index":1,"score":0.8}]})" << "\n"
+        << R"({"frame":2,"top":[{"label":"cat","index":0,"score":0.7}]})" << "\n";
+    std::ofstream(truth) << "0\tcat\n1\tcat\n2\tcat\n3\tdog\n";
+  }
+  auto r = run_command("'" + std::string(VC_APP_BINARY) + "' evaluate --results '" + results + "' --ground-truth '" + truth + "'");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("frame accuracy: 66.67% (2/3)") != std::string::npos);
+  CHECK(r.output.find("1 in the ground truth without a result") != std::string::npos);
+  r = run_command("'" + std::string(VC_APP_BINARY) + "' evaluate --results '" + results + "' --ground-truth '" + results + "'");
+  CHECK(r.output.find("frame accuracy: 100.00% (3/3)") != std::string::npos);
+  std::ofstream(truth) << "zero\tcat\n";
+  CHECK(run_command("'" + std::string(VC_APP_BINARY) + "' evaluate --results '" + results + "' --ground-truth '" + truth + "'").code == 65);
+  CHECK(run_command("'" + std::string(VC_APP_BINARY) + "' evaluate --results /nonexistent.jsonl --ground-truth '" + truth + "'").code == 66);
+}
+
+TEST_SUITE_END();
