@@ -38,8 +38,10 @@ fs::path work_dir() {
 }
 
 // The app on the small fixture model with the CPU engine, plus `args`; `timeout 60` guards against hangs.
+// --foreground: a signal sent to timeout reaches the app once (without it, timeout also signals its whole
+// process group, and a second Ctrl-C means "quit at once").
 std::string app(const std::string& args) {
-  return "timeout 60 '" + std::string(VC_APP_BINARY) + "' --model '" + vc::test::fixture("basic_narrow.safetensors") +
+  return "timeout --foreground 60 '" + std::string(VC_APP_BINARY) + "' --model '" + vc::test::fixture("basic_narrow.safetensors") +
          "' --set model.labels='" + (work_dir() / "labels.txt").string() +
          "' --set model.input_size=64 --set inference.device=cpu --log-level warn " + args;
 }
