@@ -144,7 +144,8 @@ TEST_CASE("bad inputs end quickly with a clear message and the documented exit c
     const char* says;
   };
   for (const auto& c : {Case{empty, 65, "empty"}, Case{noise, 65, "element"}, Case{truncated, 65, "element"},
-                        Case{path("missing.mp4"), 66, "no such file"}}) {
+                        Case{path("missing.mp4"), 66, "no such file"}, Case{"/dev/video97", 66, "no such camera"},
+                        Case{path("no-images/*.jpg"), 66, "no images"}}) {
     CAPTURE(c.input);
     const auto started = std::chrono::steady_clock::now();
     const auto r = run_command(app("--input '" + c.input + "' --output none"));
@@ -154,6 +155,12 @@ TEST_CASE("bad inputs end quickly with a clear message and the documented exit c
     CHECK(r.output.find(c.says) != std::string::npos);
     CHECK(seconds < 20);
   }
+}
+
+TEST_CASE("an output that cannot be written is a clear error") {
+  const auto r = run_command(app("--input test --set input.max_frames=5 --output /proc/forbidden/out.mp4"));
+  CHECK(r.code == 66);
+  CHECK(r.output.find("/proc/forbidden") != std::string::npos);
 }
 
 TEST_CASE("a slow consumer makes a live source drop frames, never a file") {
