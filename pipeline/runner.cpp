@@ -120,10 +120,8 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
         r.pts_ns = f.pts_ns;
         r.top = inference::top_k(probs, cfg.model.top_k, classifier->labels());
         const auto s = smoother.update(probs);
-        r.smoothed = inference::top_k(probs, 1, classifier->labels()).front();
-        r.smoothed.index = s.index;
-        r.smoothed.score = s.score;
-        r.smoothed.label = classifier->labels().empty() ? fmt::format("class {}", s.index) : classifier->labels()[size_t(s.index)];
+        const auto& labels = classifier->labels();
+        r.smoothed = {s.index, s.score, labels.empty() ? fmt::format("class {}", s.index) : labels[size_t(s.index)]};
         r.uncertain = s.uncertain;
 
         if (cfg.output.kind != "none") {

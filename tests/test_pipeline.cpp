@@ -125,6 +125,16 @@ TEST_CASE("Ctrl-C during a recording still leaves a playable MP4") {
   CHECK(discovered_duration(out) > 0.3);
 }
 
+TEST_CASE("the RTSP output serves the labelled stream to a client (loopback)") {
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  // The app serves a live pattern; a GStreamer client on 127.0.0.1 must decode 10 frames from it.
+  const auto r = run_command("(" + app("--input test --set input.fps=15 --output rtsp://127.0.0.1:" + port + "/live") +
+                             ") & pid=$!; sleep 3; timeout 20 gst-launch-1.0 -q rtspsrc location=rtsp://127.0.0.1:" + port +
+                             "/live protocols=tcp ! rtph264depay ! h264parse ! openh264dec ! fakesink num-buffers=10; "
+                             "rc=$?; kill -INT $pid; wait $pid; exit $rc");
+  CHECK_MESSAGE(r.code == 0, r.output);
+}
+
 TEST_CASE("bad inputs end quickly with a clear message and the documented exit code") {
   const auto empty = path("empty.mp4"), noise = path("noise.mp4"), truncated = path("truncated.mp4");
   std::ofstream(empty).close();
