@@ -1,6 +1,5 @@
 // The command line (CLI11): which command to run and the configuration it runs with.
 #pragma once
-#include <optional>
 #include <variant>
 #include <string>
 #include <vector>

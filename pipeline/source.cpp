@@ -86,11 +86,15 @@ std::string rate_stage(const config::Input& in) { return in.fps > 0 ? "videorate
 // A GStreamer pipeline ending in an appsink named "sink".
 class GstSource final : public Source {
  public:
-  GstSource(const std::string& description, std::string what, bool live, bool drop, GstElement* (*configure)(GstElement*, const config::Input&),
-            const config::Input& input)
+  // `src_property`: a string property of the element named "src" set from the config (location, uri, device),
+  // so that no path needs quoting inside the pipeline description.
+  GstSource(const std::string& description, std::string what, bool live, bool drop,
+            const std::pair<const char*, std::string>& src_property = {})
       : what_(std::move(what)), live_(live), drop_(drop), queue_(drop ? 2 : 8) {
     pipeline_ = parse_pipeline(description);
-    if (configure) configure(pipeline_.get(), input);
+    if (src_property.first) {
+      g_object_set(child(pipeline_.get(), "src").get(), src_property.first, src_property.second.c_str(), nullptr);
+    }
     auto sink = child(pipeline_.get(), "sink");
     g_object_set(sink.get(), "sync", FALSE, "max-buffers", 2u, "drop", FALSE, nullptr);
     GstAppSinkCallbacks callbacks{};
@@ -297,28 +301,18 @@ std::unique_ptr<Source> Source::open(const config::Input& in) {
                         ? fmt::format("video/x-raw{}{} ! ", in.width > 0 ? fmt::format(",width={},height={}", in.width, in.height) : "",
                                       in.fps > 0 ? fmt::format(",framerate={}/1000", int(in.fps * 1000 + 0.5)) : "")
                         : "") + tail,
-        "test pattern '" + in.pattern + "'", true, drop_for(true), nullptr, in);
+        "test pattern '" + in.pattern + "'", true, drop_for(true));
   }
   if (in.kind == "file") {
     check_readable_file(in.path);
-    return std::make_unique<GstSource>(
-        "filesrc name=src ! decodebin ! " + tail, in.path, false, drop_for(false),
-        [](GstElement* p, const config::Input& i) -> GstElement* {
-          g_object_set(child(p, "src").get(), "location", i.path.c_str(), nullptr);
-          return p;
-        },
-        in);
+    return std::make_unique<GstSource>("filesrc name=src ! decodebin ! " + tail, in.path, false, drop_for(false),
+                                       std::pair{"location", in.path});
   }
   if (in.kind == "uri") {
     const bool live = in.uri.rfind("file://", 0) != 0;
     if (!live) check_readable_file(in.uri.substr(7));
-    return std::make_unique<GstSource>(
-        "uridecodebin name=src ! " + tail, in.uri, live, drop_for(live),
-        [](GstElement* p, const config::Input& i) -> GstElement* {
-          g_object_set(child(p, "src").get(), "uri", i.uri.c_str(), nullptr);
-          return p;
-        },
-        in);
+    return std::make_unique<GstSource>("uridecodebin name=src ! " + tail, in.uri, live, drop_for(live),
+                                       std::pair{"uri", in.uri});
   }
   if (in.kind == "webcam") {
     if (!fs::exists(in.device)) {
@@ -330,13 +324,8 @@ std::unique_ptr<Source> Source::open(const config::Input& in) {
       const auto rate = in.fps > 0 ? fmt::format(",framerate={}/1000", int(in.fps * 1000 + 0.5)) : "";
       caps = fmt::format("capsfilter caps=\"video/x-raw{0}{1};image/jpeg{0}{1}\" ! ", size, rate);
     }
-    return std::make_unique<GstSource>(
-        fmt::format("v4l2src name=src ! {}decodebin ! {}", caps, tail), in.device, true, drop_for(true),
-        [](GstElement* p, const config::Input& i) -> GstElement* {
-          g_object_set(child(p, "src").get(), "device", i.device.c_str(), nullptr);
-          return p;
-        },
-        in);
+    return std::make_unique<GstSource>(fmt::format("v4l2src name=src ! {}decodebin ! {}", caps, tail), in.device, true,
+                                       drop_for(true), std::pair{"device", in.device});
   }
   if (in.kind == "image") return std::make_unique<ImageSource>(image_files(in.path), in.loop);
   throw ConfigError(fmt::format("input.kind: unknown '{}'", in.kind));
