@@ -158,6 +158,7 @@ std::vector<Field> schema(Config& c) {
       text("output.path", &o.path, "file: output video (.mp4 or .mkv)"),
       text("output.codec", &o.codec, "file/rtsp: H.264 encoder", {"auto", "x264", "nvh264"}),
       number("output.bitrate_kbps", &o.bitrate_kbps, 100, 200000, "encoder bitrate in kbit/s"),
+      text("output.rtsp_address", &o.rtsp_address, "rtsp: address to listen on; 0.0.0.0 = all interfaces"),
       number("output.rtsp_port", &o.rtsp_port, 1, 65535, "rtsp: server port"),
       text("output.rtsp_path", &o.rtsp_path, "rtsp: mount point, e.g. /classify"),
       text("output.results", &o.results, "JSON-lines results file; empty = none, - = stdout"),

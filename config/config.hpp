@@ -31,6 +31,7 @@ struct Output {
   std::string path = "out/labelled.mp4";  // file: .mp4 or .mkv
   std::string codec = "auto";             // auto (nvh264enc if present, else x264enc) | x264 | nvh264
   int bitrate_kbps = 4000;                // encoder bitrate
+  std::string rtsp_address = "0.0.0.0";   // rtsp: address the server listens on (0.0.0.0 = all interfaces)
   int rtsp_port = 8554;                   // rtsp: server port
   std::string rtsp_path = "/classify";    // rtsp: mount point
   std::string results;                    // JSON-lines results file; "" = none, "-" = stdout

@@ -71,16 +71,17 @@ void set_output(Config& c, const std::string& spec) {
     return;
   }
   if (spec.rfind("rtsp://", 0) == 0) {
-    static const std::regex url(R"(rtsp://[^/:]+(?::(\d+))?(/.*)?)");
+    static const std::regex url(R"(rtsp://([^/:]+)(?::(\d+))?(/.*)?)");
     std::smatch m;
     if (!std::regex_match(spec, m, url)) throw ConfigError(fmt::format("--output: '{}' is not rtsp://HOST[:PORT]/PATH", spec));
     c.output.kind = "rtsp";
-    if (m[1].matched) {
-      const int port = std::stoi(m[1].str());
+    c.output.rtsp_address = m[1].str();
+    if (m[2].matched) {
+      const int port = std::stoi(m[2].str());
       if (port < 1 || port > 65535) throw ConfigError(fmt::format("--output: port {} is out of range", port));
       c.output.rtsp_port = port;
     }
-    if (m[2].matched && m[2].length() > 1) c.output.rtsp_path = m[2].str();
+    if (m[3].matched && m[3].length() > 1) c.output.rtsp_path = m[3].str();
     return;
   }
   c.output.kind = "file";

@@ -112,6 +112,7 @@ class RtspOutput final : public Output {
     context_ = g_main_context_new();
     loop_ = g_main_loop_new(context_, FALSE);
     server_ = gst_rtsp_server_new();
+    gst_rtsp_server_set_address(server_, o.rtsp_address.c_str());
     gst_rtsp_server_set_service(server_, std::to_string(o.rtsp_port).c_str());
     GstRTSPMountPoints* mounts = gst_rtsp_server_get_mount_points(server_);
     GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
@@ -129,9 +130,10 @@ class RtspOutput final : public Output {
     gst_rtsp_mount_points_add_factory(mounts, o.rtsp_path.c_str(), factory);
     g_object_unref(mounts);
     if (gst_rtsp_server_attach(server_, context_) == 0) {
-      throw UnavailableError(fmt::format("cannot serve RTSP on port {} (in use?)", o.rtsp_port));
+      throw UnavailableError(fmt::format("cannot serve RTSP on {}:{} (port in use, or not an address of this host?)",
+                                         o.rtsp_address, o.rtsp_port));
     }
-    what_ = fmt::format("rtsp://0.0.0.0:{}{}", o.rtsp_port, o.rtsp_path);
+    what_ = fmt::format("rtsp://{}:{}{}", o.rtsp_address, o.rtsp_port, o.rtsp_path);
     thread_ = std::thread([this] { g_main_loop_run(loop_); });
     vc::log::get("pipeline")->info("output: serving {}", what_);
   }

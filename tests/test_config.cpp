@@ -133,6 +133,9 @@ TEST_CASE("--input and --output shorthands pick the kind") {
   CHECK((c.input.kind == "file" && c.input.path == "movie.mkv"));
   set_output(c, "rtsp://0.0.0.0:9554/live");
   CHECK((c.output.kind == "rtsp" && c.output.rtsp_port == 9554 && c.output.rtsp_path == "/live"));
+  CHECK(c.output.rtsp_address == "0.0.0.0");
+  set_output(c, "rtsp://127.0.0.1/cam");
+  CHECK((c.output.rtsp_address == "127.0.0.1" && c.output.rtsp_port == 9554 && c.output.rtsp_path == "/cam"));
   set_output(c, "none");
   CHECK(c.output.kind == "none");
   set_output(c, "x.mp4");
