@@ -4,6 +4,8 @@
 
 #include <gst/gst.h>
 
+#include "pipeline/gst_util.hpp"
+
 namespace vc::pipeline {
 
 void ensure_gstreamer() {
@@ -45,11 +47,7 @@ std::vector<ElementStatus> probe_elements() {
       {"rtph264pay", "RTSP output (with libgstrtspserver)", false, false},
       {"autovideosink", "display output", false, false},
   };
-  for (auto& e : elements) {
-    GstElementFactory* f = gst_element_factory_find(e.name.c_str());
-    e.present = f != nullptr;
-    if (f) gst_object_unref(f);
-  }
+  for (auto& e : elements) e.present = has_element(e.name.c_str());
   return elements;
 }
 
