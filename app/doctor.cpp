@@ -8,7 +8,7 @@
 
 #include "config/errors.hpp"
 #include "config/version.hpp"
-#include "inference/gpu_info.hpp"
+#include "inference/cuda/gpu_info.hpp"
 #include "pipeline/gst_probe.hpp"
 
 namespace vc::app {

@@ -6,10 +6,10 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "inference/cpu_engine.hpp"
-#include "inference/gpu_info.hpp"
-#include "inference/resnet.hpp"
-#include "inference/safetensors.hpp"
+#include "inference/cpu/cpu_engine.hpp"
+#include "inference/cuda/gpu_info.hpp"
+#include "inference/model/resnet.hpp"
+#include "inference/model/safetensors.hpp"
 
 namespace vc::inference {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "inference/network.hpp"
+#include "inference/model/network.hpp"
 #include "inference/preprocess.hpp"
 
 namespace vc::inference {

@@ -52,6 +52,14 @@ void validate_frame(const FrameView& frame);
 // The CPU reference: writes size*size*channels FP16 values (NHWC, one image) to `out`.
 void preprocess_cpu(const FrameView& frame, const PreprocessParams& p, uint16_t* out);
 
+// The memory layout of a format's planes — the one rule every frame copy and check uses: how many planes, how many
+// rows a plane has, the bytes of pixels in one of its rows (the smallest valid stride), and the bytes a plane
+// spans in memory (every row's stride but the last row's, which may end at its last pixel).
+int plane_count(PixelFormat f);
+int plane_rows(PixelFormat f, int height, int plane);
+size_t plane_row_bytes(PixelFormat f, int width, int plane);
+size_t plane_span_bytes(const FrameView& frame, int plane);
+
 // Bytes a tightly packed frame of this format occupies (plane sizes for width x height), and a view of such a
 // buffer; used by tests and by the pipeline for frames it copies.
 size_t packed_frame_bytes(PixelFormat f, int width, int height);

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "inference/gpu_info.hpp"
+#include "inference/cuda/gpu_info.hpp"
 
 int main(int argc, char** argv) {
   const auto report = vc::inference::probe_gpus();

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "inference/cuda_memory.hpp"
-#include "inference/half.hpp"
+#include "inference/cuda/cuda_memory.hpp"
+#include "inference/model/half.hpp"
 #include "inference/preprocess.hpp"
-#include "inference/preprocess_gpu.hpp"
+#include "inference/cuda/preprocess_gpu.hpp"
 #include "test_helpers.hpp"
 
 using namespace vc::inference;

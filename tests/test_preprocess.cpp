@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "config/errors.hpp"
-#include "inference/half.hpp"
+#include "inference/model/half.hpp"
 #include "inference/preprocess.hpp"
 #include "test_helpers.hpp"
 

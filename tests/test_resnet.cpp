@@ -7,11 +7,11 @@
 
 #include "config/errors.hpp"
 #include "inference/classifier.hpp"
-#include "inference/cpu_engine.hpp"
-#include "inference/cpu_ops.hpp"
-#include "inference/half.hpp"
+#include "inference/cpu/cpu_engine.hpp"
+#include "inference/cpu/cpu_ops.hpp"
+#include "inference/model/half.hpp"
 #include "inference/postprocess.hpp"
-#include "inference/resnet.hpp"
+#include "inference/model/resnet.hpp"
 #include "test_helpers.hpp"
 
 using namespace vc;

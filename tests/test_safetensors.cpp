@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "config/errors.hpp"
-#include "inference/half.hpp"
-#include "inference/safetensors.hpp"
+#include "inference/model/half.hpp"
+#include "inference/model/safetensors.hpp"
 #include "test_helpers.hpp"
 
 using namespace vc;

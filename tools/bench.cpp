@@ -15,13 +15,14 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "inference/cpu_engine.hpp"
-#include "inference/cuda_memory.hpp"
-#include "inference/cudnn_engine.hpp"
-#include "inference/gpu_info.hpp"
-#include "inference/half.hpp"
-#include "inference/preprocess_gpu.hpp"
-#include "inference/resnet.hpp"
+#include "inference/cpu/cpu_engine.hpp"
+#include "inference/cuda/cuda_memory.hpp"
+#include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/gpu_info.hpp"
+#include "inference/cuda/gpu_timer.hpp"
+#include "inference/model/half.hpp"
+#include "inference/cuda/preprocess_gpu.hpp"
+#include "inference/model/resnet.hpp"
 
 using namespace vc::inference;
 using json = nlohmann::json;
@@ -46,30 +47,13 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median milliseconds per call of `fn` (enqueued on `stream`), timed with CUDA events over `loops` loops.
+// Median milliseconds per call of `fn` (enqueued on `stream`): calls per loop calibrated so that one loop lasts
+// about target_loop_ms.
 template <typename Fn>
 double time_gpu(cudaStream_t stream, Fn fn, int warmup, int loops, double target_loop_ms = 50) {
-  for (int i = 0; i < warmup; ++i) fn();
-  CudaEvent start = make_event(), stop = make_event();
-  // Calibrate how many calls make one loop last about target_loop_ms.
-  CUDA_CHECK(cudaEventRecord(start, stream));
-  fn();
-  CUDA_CHECK(cudaEventRecord(stop, stream));
-  CUDA_CHECK(cudaEventSynchronize(stop));
-  float one = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&one, start, stop));
-  const int reps = std::clamp(int(target_loop_ms / std::max(one, 0.001f)), 1, 2000);
-  std::vector<double> per_call;
-  for (int l = 0; l < loops; ++l) {
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int r = 0; r < reps; ++r) fn();
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    per_call.push_back(ms / reps);
-  }
-  return median(per_call);
+  const double one = median_gpu_ms(stream, fn, warmup, 1);
+  const int reps = std::clamp(int(target_loop_ms / std::max(one, 0.001)), 1, 2000);
+  return median_gpu_ms(stream, fn, 0, loops, reps);
 }
 
 json bench_preprocess(int loops) {

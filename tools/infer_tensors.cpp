@@ -5,11 +5,11 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "inference/cpu_engine.hpp"
-#include "inference/cudnn_engine.hpp"
-#include "inference/half.hpp"
-#include "inference/resnet.hpp"
-#include "inference/safetensors.hpp"
+#include "inference/cpu/cpu_engine.hpp"
+#include "inference/cuda/cudnn_engine.hpp"
+#include "inference/model/half.hpp"
+#include "inference/model/resnet.hpp"
+#include "inference/model/safetensors.hpp"
 
 using namespace vc::inference;
 

@@ -1,4 +1,4 @@
-#include "inference/cudnn_engine.hpp"
+#include "inference/cuda/cudnn_engine.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,11 +8,12 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "inference/algo_cache.hpp"
-#include "inference/cuda_memory.hpp"
-#include "inference/engine_kernels.hpp"
-#include "inference/graph_conv.hpp"
-#include "inference/half.hpp"
+#include "inference/cuda/algo_cache.hpp"
+#include "inference/cuda/cuda_memory.hpp"
+#include "inference/cuda/engine_kernels.hpp"
+#include "inference/cuda/gpu_timer.hpp"
+#include "inference/cuda/graph_conv.hpp"
+#include "inference/model/half.hpp"
 
 namespace vc::inference {
 namespace {
@@ -150,11 +151,7 @@ struct CudnnEngine::Impl {
   // a buffer is free again after the last layer that reads its value. The others get their own buffers.
   std::vector<int> assign_pool(int& pool_count, size_t& pool_bytes) const {
     std::vector<int> slot(net.num_values, -1);
-    std::vector<int> last_use(net.num_values, -1);
-    for (int i = 0; i < int(net.layers.size()); ++i) {
-      last_use[net.layers[i].input] = i;
-      if (net.layers[i].residual >= 0) last_use[net.layers[i].residual] = i;
-    }
+    const std::vector<int> last_use = net.last_uses();
     std::vector<bool> busy;
     pool_bytes = 0;
     for (int i = 1; i < int(net.layers.size()) - 2; ++i) {  // max-pool .. last conv
@@ -296,6 +293,20 @@ struct CudnnEngine::Impl {
     return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   }
 
+  // The first of cuDNN's ranked algorithms that ran, fits the workspace and meets the precision and determinism
+  // options; null if none does.
+  const cudnnConvolutionFwdAlgoPerf_t* first_usable(const Conv& c, const cudnnConvolutionFwdAlgoPerf_t* perf,
+                                                     int count) const {
+    for (int i = 0; i < count; ++i) {
+      const auto& p = perf[i];
+      if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= opt.workspace_limit && acceptable_math(c, p.mathType) &&
+          (!opt.deterministic || p.determinism == CUDNN_DETERMINISTIC)) {
+        return &p;
+      }
+    }
+    return nullptr;
+  }
+
   void choose_algorithms(const cudaDeviceProp& prop) {
     AlgoCache cache(opt.cache_path);
     const auto t0 = Clock::now();
@@ -323,14 +334,7 @@ struct CudnnEngine::Impl {
         CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, c.x_desc, c.x, c.w_desc, c.weight.get(), c.conv_desc,
                                                            c.y_desc, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
                                                            perf, tuning_workspace.get(), opt.workspace_limit));
-        const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
-        for (int i = 0; i < returned && !best; ++i) {
-          const auto& p = perf[i];
-          if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= opt.workspace_limit && acceptable_math(c, p.mathType) &&
-              (!opt.deterministic || p.determinism == CUDNN_DETERMINISTIC)) {
-            best = &p;
-          }
-        }
+        const auto* best = first_usable(c, perf, returned);
         if (!best) throw InternalError(fmt::format("cuDNN has no usable algorithm for {} (batch {})", c.layer->name, opt.batch));
         c.algo = best->algo;
         math = best->mathType;
@@ -343,17 +347,10 @@ struct CudnnEngine::Impl {
         int returned = 0;
         CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, c.x_desc, c.w_desc, c.conv_desc, c.y_desc,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
-        bool found = false;
-        for (int i = 0; i < returned && !found; ++i) {
-          const auto& p = perf[i];
-          if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= opt.workspace_limit && acceptable_math(c, p.mathType) &&
-              (!opt.deterministic || p.determinism == CUDNN_DETERMINISTIC)) {
-            c.algo = p.algo;
-            math = p.mathType;
-            found = true;
-          }
-        }
-        if (!found) throw InternalError(fmt::format("cuDNN suggests no usable algorithm for {}", c.layer->name));
+        const auto* suggested = first_usable(c, perf, returned);
+        if (!suggested) throw InternalError(fmt::format("cuDNN suggests no usable algorithm for {}", c.layer->name));
+        c.algo = suggested->algo;
+        math = suggested->mathType;
         choice.source = "heuristic";
       }
       CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv_desc, math));
@@ -398,20 +395,7 @@ struct CudnnEngine::Impl {
   // Median time of `fn` on the stream, in ms (a few warm-up runs first).
   template <typename Fn>
   float time_on_stream(Fn fn, int reps = 7) {
-    for (int i = 0; i < 2; ++i) fn();
-    CudaEvent start = make_event(), stop = make_event();
-    std::vector<float> t;
-    for (int i = 0; i < reps; ++i) {
-      CUDA_CHECK(cudaEventRecord(start, stream));
-      fn();
-      CUDA_CHECK(cudaEventRecord(stop, stream));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return float(median_gpu_ms(stream, fn, /*warmup=*/2, /*loops=*/reps));
   }
 
   GraphConvShape graph_shape(const Conv& c) const {

@@ -37,6 +37,9 @@ struct Network {
   [[nodiscard]] std::vector<Shape> value_shapes(int h, int w) const;
   // Multiply-accumulates of one image at h x w.
   [[nodiscard]] double macs(int h, int w) const;
+  // For every value, the index of the last layer that reads it (as input or residual); -1 if none does.
+  // Engines free or reuse a value's memory after that layer.
+  [[nodiscard]] std::vector<int> last_uses() const;
 };
 
 }  // namespace vc::inference

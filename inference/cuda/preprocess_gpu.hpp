@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
-#include "inference/cuda_memory.hpp"
+#include "inference/cuda/cuda_memory.hpp"
 #include "inference/preprocess.hpp"
-#include "inference/preprocess_kernels.hpp"
+#include "inference/cuda/preprocess_kernels.hpp"
 
 namespace vc::inference {
 

@@ -1,4 +1,4 @@
-#include "inference/preprocess_gpu.hpp"
+#include "inference/cuda/preprocess_gpu.hpp"
 
 #include <cstring>
 
@@ -7,21 +7,6 @@
 #include "config/errors.hpp"
 
 namespace vc::inference {
-namespace {
-
-int plane_count(PixelFormat f) { return f == PixelFormat::NV12 ? 2 : f == PixelFormat::I420 ? 3 : 1; }
-
-// Bytes of plane i that hold pixels: every row's stride but the last row's, which may end at its last pixel.
-size_t plane_bytes(const FrameView& f, int i) {
-  const int rows = i == 0 ? f.height : (f.height + 1) / 2;
-  const int bpp = f.format == PixelFormat::RGB || f.format == PixelFormat::BGR ? 3
-                  : f.format == PixelFormat::RGBA || f.format == PixelFormat::BGRx ? 4 : 1;
-  const size_t row_bytes = i == 0 ? size_t(f.width) * bpp
-                           : f.format == PixelFormat::NV12 ? size_t((f.width + 1) / 2) * 2 : size_t((f.width + 1) / 2);
-  return size_t(rows - 1) * f.strides[i] + row_bytes;
-}
-
-}  // namespace
 
 GpuPreprocessor::GpuPreprocessor(const PreprocessParams& params, int max_batch, cudaStream_t stream,
                                  size_t reserve_frame_bytes)
@@ -65,7 +50,7 @@ void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out) {
   size_t total = 0;
   for (const auto& f : frames) {
     validate_frame(f);
-    for (int i = 0; i < plane_count(f.format); ++i) total += (plane_bytes(f, i) + 255) / 256 * 256;
+    for (int i = 0; i < plane_count(f.format); ++i) total += (plane_span_bytes(f, i) + 255) / 256 * 256;
   }
   if (staging_used_) CUDA_CHECK(cudaEventSynchronize(staging_free_));
   staging_used_ = false;
@@ -78,7 +63,7 @@ void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out) {
   size_t offset = 0;
   for (size_t k = 0; k < frames.size(); ++k) {
     for (int i = 0; i < plane_count(frames[k].format); ++i) {
-      const size_t bytes = plane_bytes(frames[k], i);
+      const size_t bytes = plane_span_bytes(frames[k], i);
       std::memcpy(pinned_frames_.get() + offset, frames[k].planes[i], bytes);
       device_views[k].planes[i] = device_frames_.get() + offset;
       offset += (bytes + 255) / 256 * 256;

@@ -1,10 +1,10 @@
-#include "inference/cpu_engine.hpp"
+#include "inference/cpu/cpu_engine.hpp"
 
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
-#include "inference/cpu_ops.hpp"
-#include "inference/half.hpp"
+#include "inference/cpu/cpu_ops.hpp"
+#include "inference/model/half.hpp"
 
 namespace vc::inference {
 
@@ -32,11 +32,7 @@ std::vector<std::vector<float>> CpuEngine::run(std::span<const float> input, int
                                 h, w, network_.input_channels, size_t(n) * size_t(shapes[0].elements())));
   }
   // Free each value after its last reader unless all are kept.
-  std::vector<int> last_use(network_.num_values, -1);
-  for (int i = 0; i < int(network_.layers.size()); ++i) {
-    last_use[network_.layers[i].input] = i;
-    if (network_.layers[i].residual >= 0) last_use[network_.layers[i].residual] = i;
-  }
+  const std::vector<int> last_use = network_.last_uses();
   std::vector<std::vector<float>> values(network_.num_values);
   values[0].assign(input.begin(), input.end());
   for (int i = 0; i < int(network_.layers.size()); ++i) {

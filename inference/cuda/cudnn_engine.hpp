@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "inference/network.hpp"
+#include "inference/model/network.hpp"
 
 namespace vc::inference {
 

@@ -7,29 +7,30 @@
 #include <cstddef>
 #include <utility>
 
-#include "inference/cuda_check.hpp"
+#include "inference/cuda/cuda_check.hpp"
 
 namespace vc::inference {
 
-// Device memory. Allocation failure throws (UnavailableError for out-of-memory).
-template <typename T>
-class DeviceBuffer {
+// Memory from one CUDA allocator: move-only, freed by its destructor. Allocation failure throws
+// (UnavailableError for out-of-memory, from CUDA_CHECK).
+template <typename T, cudaError_t (*Allocate)(void**, size_t), cudaError_t (*Free)(void*)>
+class CudaAllocation {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+  CudaAllocation() = default;
+  explicit CudaAllocation(size_t count) : count_(count) {
+    if (count) CUDA_CHECK(Allocate(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
   }
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
+  ~CudaAllocation() {
+    if (ptr_) Free(ptr_);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaAllocation(CudaAllocation&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  CudaAllocation& operator=(CudaAllocation&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(count_, o.count_);
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaAllocation(const CudaAllocation&) = delete;
+  CudaAllocation& operator=(const CudaAllocation&) = delete;
 
   [[nodiscard]] T* get() const { return ptr_; }
   [[nodiscard]] size_t size() const { return count_; }
@@ -40,33 +41,17 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
+namespace detail {
+inline cudaError_t device_alloc(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+inline cudaError_t pinned_alloc(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+}  // namespace detail
+
+// Device memory.
+template <typename T>
+using DeviceBuffer = CudaAllocation<T, detail::device_alloc, cudaFree>;
 // Page-locked host memory, for asynchronous copies.
 template <typename T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t count) : count_(count) {
-    if (count) CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
-  }
-  ~PinnedBuffer() {
-    if (ptr_) cudaFreeHost(ptr_);
-  }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(count_, o.count_);
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  [[nodiscard]] T* get() const { return ptr_; }
-  [[nodiscard]] size_t size() const { return count_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t count_ = 0;
-};
+using PinnedBuffer = CudaAllocation<T, detail::pinned_alloc, cudaFreeHost>;
 
 // A generic owner for handle types with a create/destroy pair.
 template <typename Handle, auto Destroy>

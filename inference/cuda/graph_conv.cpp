@@ -1,4 +1,4 @@
-#include "inference/graph_conv.hpp"
+#include "inference/cuda/graph_conv.hpp"
 
 #include <cudnn_frontend.h>
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 #pragma once
 #include <functional>
 
-#include "inference/network.hpp"
+#include "inference/model/network.hpp"
 
 namespace vc::inference::cpu {
 

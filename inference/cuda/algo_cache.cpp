@@ -1,4 +1,4 @@
-#include "inference/algo_cache.hpp"
+#include "inference/cuda/algo_cache.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "inference/cpu_ops.hpp"
+#include "inference/cpu/cpu_ops.hpp"
 
 #include <algorithm>
 #include <limits>

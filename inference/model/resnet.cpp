@@ -1,4 +1,4 @@
-#include "inference/resnet.hpp"
+#include "inference/model/resnet.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
-#include "inference/half.hpp"
+#include "inference/model/half.hpp"
 
 namespace vc::inference {
 namespace {
@@ -91,16 +91,34 @@ ResizeGeometry resize_geometry(int fw, int fh, const PreprocessParams& p) {
   return g;
 }
 
-size_t packed_frame_bytes(PixelFormat f, int w, int h) {
+int plane_count(PixelFormat f) { return f == PixelFormat::NV12 ? 2 : f == PixelFormat::I420 ? 3 : 1; }
+
+int plane_rows(PixelFormat f, int height, int plane) {
+  return plane == 0 || plane_count(f) == 1 ? height : (height + 1) / 2;
+}
+
+size_t plane_row_bytes(PixelFormat f, int width, int plane) {
+  const size_t chroma = size_t(width + 1) / 2;  // 4:2:0 chroma samples per row
   switch (f) {
     case PixelFormat::RGB:
-    case PixelFormat::BGR: return size_t(w) * h * 3;
+    case PixelFormat::BGR: return size_t(width) * 3;
     case PixelFormat::RGBA:
-    case PixelFormat::BGRx: return size_t(w) * h * 4;
-    case PixelFormat::NV12: return size_t(w) * h + size_t((w + 1) / 2) * 2 * ((h + 1) / 2);
-    case PixelFormat::I420: return size_t(w) * h + 2 * size_t((w + 1) / 2) * ((h + 1) / 2);
+    case PixelFormat::BGRx: return size_t(width) * 4;
+    case PixelFormat::NV12: return plane == 0 ? size_t(width) : 2 * chroma;
+    case PixelFormat::I420: return plane == 0 ? size_t(width) : chroma;
   }
   return 0;
+}
+
+size_t plane_span_bytes(const FrameView& f, int plane) {
+  const int rows = plane_rows(f.format, f.height, plane);
+  return size_t(rows - 1) * size_t(f.strides[plane]) + plane_row_bytes(f.format, f.width, plane);
+}
+
+size_t packed_frame_bytes(PixelFormat f, int w, int h) {
+  size_t total = 0;
+  for (int i = 0; i < plane_count(f); ++i) total += size_t(plane_rows(f, h, i)) * plane_row_bytes(f, w, i);
+  return total;
 }
 
 FrameView packed_frame_view(PixelFormat f, int w, int h, const uint8_t* data) {
@@ -108,41 +126,23 @@ FrameView packed_frame_view(PixelFormat f, int w, int h, const uint8_t* data) {
   v.format = f;
   v.width = w;
   v.height = h;
-  v.planes[0] = data;
-  const int cw = (w + 1) / 2, ch = (h + 1) / 2;
-  switch (f) {
-    case PixelFormat::RGB:
-    case PixelFormat::BGR: v.strides[0] = 3 * w; break;
-    case PixelFormat::RGBA:
-    case PixelFormat::BGRx: v.strides[0] = 4 * w; break;
-    case PixelFormat::NV12:
-      v.strides[0] = w;
-      v.planes[1] = data + size_t(w) * h;
-      v.strides[1] = 2 * cw;
-      break;
-    case PixelFormat::I420:
-      v.strides[0] = w;
-      v.planes[1] = data + size_t(w) * h;
-      v.strides[1] = cw;
-      v.planes[2] = v.planes[1] + size_t(cw) * ch;
-      v.strides[2] = cw;
-      break;
+  const uint8_t* plane = data;
+  for (int i = 0; i < plane_count(f); ++i) {
+    v.planes[i] = plane;
+    v.strides[i] = int(plane_row_bytes(f, w, i));
+    plane += size_t(plane_rows(f, h, i)) * plane_row_bytes(f, w, i);
   }
   return v;
 }
 
 void validate_frame(const FrameView& f) {
   if (f.width <= 0 || f.height <= 0) throw DataError(fmt::format("frame has size {}x{}", f.width, f.height));
-  const int bpp = f.format == PixelFormat::RGB || f.format == PixelFormat::BGR ? 3
-                  : f.format == PixelFormat::RGBA || f.format == PixelFormat::BGRx ? 4 : 1;
-  const int nplanes = f.format == PixelFormat::NV12 ? 2 : f.format == PixelFormat::I420 ? 3 : 1;
-  const int min_stride[3] = {f.width * bpp, f.format == PixelFormat::NV12 ? 2 * ((f.width + 1) / 2) : (f.width + 1) / 2,
-                             (f.width + 1) / 2};
-  for (int i = 0; i < nplanes; ++i) {
+  for (int i = 0; i < plane_count(f.format); ++i) {
     if (!f.planes[i]) throw DataError(fmt::format("{} frame: plane {} is missing", pixel_format_name(f.format), i));
-    if (f.strides[i] < min_stride[i]) {
+    const size_t min_stride = plane_row_bytes(f.format, f.width, i);
+    if (f.strides[i] < 0 || size_t(f.strides[i]) < min_stride) {
       throw DataError(fmt::format("{} frame {}x{}: plane {} stride {} < {}", pixel_format_name(f.format), f.width,
-                                  f.height, i, f.strides[i], min_stride[i]));
+                                  f.height, i, f.strides[i], min_stride));
     }
   }
 }

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "inference/network.hpp"
-#include "inference/safetensors.hpp"
+#include "inference/model/network.hpp"
+#include "inference/model/safetensors.hpp"
 
 namespace vc::inference {
 

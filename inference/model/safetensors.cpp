@@ -1,4 +1,4 @@
-#include "inference/safetensors.hpp"
+#include "inference/model/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/errors.hpp"
-#include "inference/half.hpp"
+#include "inference/model/half.hpp"
 
 namespace vc::inference {
 namespace {

@@ -1,4 +1,4 @@
-#include "inference/gpu_info.hpp"
+#include "inference/cuda/gpu_info.hpp"
 
 #include <dlfcn.h>
 

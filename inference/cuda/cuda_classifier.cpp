@@ -4,8 +4,8 @@
 
 #include "config/errors.hpp"
 #include "inference/classifier.hpp"
-#include "inference/cudnn_engine.hpp"
-#include "inference/preprocess_gpu.hpp"
+#include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/preprocess_gpu.hpp"
 
 namespace vc::inference {
 namespace {

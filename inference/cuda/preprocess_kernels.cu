@@ -1,11 +1,11 @@
 // One thread per output pixel: map its centre into the frame, take four RGB taps (YUV converted per tap),
 // blend bilinearly, normalize, store FP16. Templated on the pixel format so the inner loop never branches on it.
-#include "inference/preprocess_kernels.hpp"
+#include "inference/cuda/preprocess_kernels.hpp"
 
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
-#include "inference/cuda_check.hpp"
+#include "inference/cuda/cuda_check.hpp"
 
 namespace vc::inference {
 namespace {

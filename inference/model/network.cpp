@@ -1,4 +1,4 @@
-#include "inference/network.hpp"
+#include "inference/model/network.hpp"
 
 #include <fmt/format.h>
 
@@ -41,6 +41,15 @@ double Network::macs(int h, int w) const {
     }
   }
   return total;
+}
+
+std::vector<int> Network::last_uses() const {
+  std::vector<int> last(size_t(num_values), -1);
+  for (int i = 0; i < int(layers.size()); ++i) {
+    last[size_t(layers[i].input)] = i;
+    if (layers[i].residual >= 0) last[size_t(layers[i].residual)] = i;
+  }
+  return last;
 }
 
 }  // namespace vc::inference

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "inference/network.hpp"
+#include "inference/model/network.hpp"
 
 namespace vc::inference {
 

@@ -1,8 +1,8 @@
-#include "inference/engine_kernels.hpp"
+#include "inference/cuda/engine_kernels.hpp"
 
 #include <cfloat>
 
-#include "inference/cuda_check.hpp"
+#include "inference/cuda/cuda_check.hpp"
 
 namespace vc::inference {
 namespace {

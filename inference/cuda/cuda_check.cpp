@@ -1,4 +1,4 @@
-#include "inference/cuda_check.hpp"
+#include "inference/cuda/cuda_check.hpp"
 
 #include <fmt/format.h>
 
