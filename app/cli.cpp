@@ -3,37 +3,48 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "config/version.hpp"
+#include "inference/cuda/gpu_info.hpp"
 
 namespace vc::app {
 
 std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   CLI::App app{"video-classifier: classify live video in real time with a ResNet on cuDNN"};
-  app.set_version_flag("--version", std::string("video-classifier ") + kVersion);
+  app.set_version_flag("--version", fmt::format("video-classifier {} (git {}; {})", kVersion, kGitRevision,
+                                                inference::build_versions()));
   app.footer(
+      "Examples:\n"
+      "  video-classifier --config assets/configs/default.yaml          the bundled model on the sample video\n"
+      "  video-classifier --model m.safetensors --input movie.mp4 --output out.mp4\n"
+      "  video-classifier --input cam1.mp4 --input rtsp://cam2/stream --output 'out/{stream}.mp4'\n"
       "Exit codes: 0 ok, 64 usage, 65 bad data, 66 missing input, 69 unavailable (no GPU, element, camera),\n"
-      "70 internal/GPU fault, 72 broken install, 78 invalid configuration. See README.md.");
+      "70 internal/GPU fault, 72 broken install, 73 cannot create output, 74 results or video lost (I/O),\n"
+      "78 invalid configuration. See README.md.");
 
-  std::string config_path, input, output, model, log_level;
-  std::vector<std::string> assignments;
-  app.add_option("-c,--config", config_path, "YAML configuration file (default: built-in defaults)");
-  app.add_option("-i,--input", input, "input: /dev/videoN, a video file, an image/dir/glob, rtsp://…, test[:PATTERN]");
-  app.add_option("-o,--output", output, "output: FILE.mp4|.mkv, display, rtsp://host:PORT/PATH, none");
+  std::string config_path, output, model, log_level;
+  std::vector<std::string> inputs, assignments;
+  auto* config_opt = app.add_option("-c,--config", config_path, "YAML configuration file (default: built-in defaults)");
+  auto* input_opt = app.add_option("-i,--input", inputs,
+                                   "input (repeat for several streams): /dev/videoN, a video file, an image/dir/glob, "
+                                   "rtsp://…, test[:PATTERN]");
+  auto* output_opt = app.add_option("-o,--output", output, "output: FILE.mp4|.mkv|.mov, DIR/ (images), display, rtsp://host:PORT/PATH, none");
   app.add_option("-m,--model", model, "model weights (.safetensors)");
   app.add_option("-s,--set", assignments, "override a config key: --set model.top_k=3 (repeatable)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
 
   auto* run = app.add_subcommand("run", "classify the configured input (the default command)")->fallthrough();
-  auto* doctor = app.add_subcommand("doctor", "check the driver, CUDA, cuDNN, GPUs, GStreamer and OpenCV");
+  auto* doctor = app.add_subcommand("doctor", "check the driver, CUDA, cuDNN, GPUs, GStreamer, decoders, display and sinks")->fallthrough();
   auto* show = app.add_subcommand("config", "print the effective configuration")->fallthrough();
   CommandLine cl;
   show->add_flag("--keys", cl.list_keys, "list every key with its default and meaning instead");
   auto* evaluate = app.add_subcommand("evaluate", "score a results file against ground truth")->fallthrough();
   evaluate->add_option("--results", cl.results_path, "JSON-lines results written by run")->required();
   evaluate->add_option("--ground-truth", cl.ground_truth, "ground-truth file: one 'frame label' per line")->required();
+  evaluate->add_flag("--smoothed", cl.smoothed, "score the smoothed label (what the overlay shows) instead of the top-1");
   app.require_subcommand(0, 1);
 
   try {
@@ -48,17 +59,38 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
     std::cerr << "video-classifier: " << e.what() << "\nRun with --help for usage.\n";
     return static_cast<int>(ExitCode::kUsage);
   }
-  (void)run;
   if (doctor->parsed()) cl.command = "doctor";
   if (show->parsed()) cl.command = "config";
   if (evaluate->parsed()) cl.command = "evaluate";
+  const bool runs = cl.command == "run";
+  if (runs && argc == 1 + (run->parsed() ? 1 : 0)) {
+    std::cerr << "video-classifier: nothing to classify: give --input (a video file, /dev/video0, rtsp://…, test) "
+                 "or --config FILE\n  e.g. video-classifier --config assets/configs/default.yaml\nRun with --help for usage.\n";
+    return static_cast<int>(ExitCode::kUsage);
+  }
+  if (config_opt->count() && config_path.empty()) throw UsageError("--config: empty");
+  if (output_opt->count() && output.empty()) throw UsageError("--output: empty (give FILE.mp4, DIR/, display, rtsp://HOST:PORT/PATH or none)");
 
   if (!config_path.empty()) cl.config = config::load_config(config_path);
-  if (!input.empty()) config::set_input(cl.config, input);
+  if (input_opt->count()) {
+    // Each --input is one stream, with the file's `input:` section as its defaults.
+    std::vector<config::Input> streams;
+    for (const auto& spec : inputs) {
+      config::Input in = cl.config.input;
+      in.name.clear();
+      config::set_input(in, spec);
+      streams.push_back(in);
+    }
+    cl.config.inputs = std::move(streams);
+    cl.config.explicit_keys.insert("input.kind");
+  }
   if (!output.empty()) config::set_output(cl.config, output);
-  if (!model.empty()) cl.config.model.weights = model;
+  if (!model.empty()) {
+    cl.config.model.weights = model;
+    cl.config.explicit_keys.insert("model.weights");
+  }
   for (const auto& a : assignments) config::apply_override(cl.config, a);
-  if (!log_level.empty()) cl.config.logging.level = log_level;
+  if (!log_level.empty()) config::apply_override(cl.config, "logging.level=" + log_level);
   config::validate(cl.config);
   log::set_level(cl.config.logging.level);
   if (!cl.config.logging.file.empty()) log::add_file_sink(cl.config.logging.file);

@@ -1,7 +1,7 @@
 // The command line (CLI11): which command to run and the configuration it runs with.
 #pragma once
-#include <variant>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "config/config.hpp"
@@ -9,15 +9,17 @@
 namespace vc::app {
 
 struct CommandLine {
-  std::string command = "run";  // run | doctor | config | evaluate
+  std::string command = "run";  // run | doctor | config | evaluate | diagnose
   config::Config config;        // the file (or defaults) with every flag and --set applied, validated
   bool list_keys = false;       // config --keys
   std::string results_path;     // evaluate --results
   std::string ground_truth;     // evaluate --ground-truth
+  bool smoothed = false;        // evaluate --smoothed: score the smoothed label instead of the top-1
+  std::string frame_path;       // diagnose --image
 };
 
 // Parses argv. Returns the exit code to leave with instead when parsing ends the program
-// (--help/--version: 0; a usage error: 64 with the message on stderr). Throws vc::ConfigError/NoInputError.
+// (--help/--version: 0; a usage error: 64 with the message on stderr). Throws vc::ConfigError/NoInputError/UsageError.
 std::variant<CommandLine, int> parse_command_line(int argc, char** argv);
 
 }  // namespace vc::app

@@ -1,5 +1,10 @@
 #include "app/commands.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -7,21 +12,18 @@
 #include "config/logging.hpp"
 #include "pipeline/runner.hpp"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <csignal>
-
 namespace vc::app {
 
 namespace {
 
 std::atomic<int> stop_requests{0};
 
-// First Ctrl-C/SIGTERM: stop reading, finish the outputs (the MP4 gets its index). Second: leave at once.
+// First Ctrl-C, SIGTERM or SIGHUP: stop reading, finish the outputs (the MP4 gets its index, the results file its
+// last line). Second: leave at once — every results line is already whole (each is one write), only a plain MP4
+// is left unfinished (under its .partial name).
 void on_signal(int) {
   if (stop_requests.fetch_add(1) >= 1) _exit(130);
-  const char msg[] = "\nstopping: finishing the output (Ctrl-C again to quit at once)\n";
+  const char msg[] = "\nstopping: finishing the outputs (Ctrl-C again to quit at once)\n";
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
 }
 
@@ -29,14 +31,19 @@ void on_signal(int) {
 
 int classify(const config::Config& config) {
   stop_requests = 0;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
+  // A closed pipe is an error on the write that hit it (results to `| head`), not a silent death: the run stops,
+  // finalizes its outputs and exits 74.
+  std::signal(SIGPIPE, SIG_IGN);
   const auto s = pipeline::run(config, stop_requests);
-  vc::log::get("app")->info("{} frames in {:.1f} s ({:.1f} fps), {} dropped; latency mean {:.1f} ms, p50 {:.1f} ms, "
-                            "p99 {:.1f} ms{}",
-                            s.frames, s.seconds, s.seconds > 0 ? double(s.frames) / s.seconds : 0.0, s.dropped,
-                            s.mean_latency_ms, s.p50_latency_ms, s.p99_latency_ms, s.interrupted ? " (interrupted)" : "");
-  return 0;
+  auto log = vc::log::get("app");
+  log->info("summary ({}):\n{}", s.engine, pipeline::format_summary(s));
+  for (const auto& p : s.problems) log->error("{}", p);
+  if (s.code != ExitCode::kOk) log->error("exit {}: {}", int(s.code), "the run did not complete: see the messages above");
+  return int(s.code);
 }
 
 int print_config(const CommandLine& cl, std::ostream& out) {
@@ -45,10 +52,11 @@ int print_config(const CommandLine& cl, std::ostream& out) {
     return 0;
   }
   for (const auto& k : config::describe_keys()) {
-    fmt::print(out, "{:<28} {:<44} {}\n", k.path, k.default_value, k.description);
+    fmt::print(out, "{:<30} {:<44} {}\n", k.path, k.default_value, k.description);
   }
+  fmt::print(out, "\nSeveral streams: `inputs:` is a list of input sections (each takes the input.* keys above; the\n"
+                  "`input:` section gives their defaults); on the command line, repeat --input.\n");
   return 0;
 }
-
 
 }  // namespace vc::app

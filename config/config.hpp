@@ -1,10 +1,12 @@
 // The application's configuration: typed, documented, with a default for every key.
 // load_config() maps a YAML file onto it (rejecting unknown keys, wrong types and out-of-range values with
-// file:line:column and the key path); apply_override() applies a command-line `key.path=value`.
+// file:line:column and the key path); apply_override() applies a command-line `key.path=value`. Every choice
+// is an enum here, parsed once by the schema (config.cpp), so the rest of the code never compares strings.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,8 +14,39 @@ namespace vc::config {
 
 using Rgb = std::array<int, 3>;  // 0..255 each, in R, G, B order
 
+enum class InputKind { Webcam, File, Uri, Image, Test };
+enum class DropPolicy { Auto, Drop, Block };  // auto: live sources drop the stalest frame, files block
+enum class Decoder { Auto, Gpu, Cpu };        // which decoders may decode a compressed stream
+enum class OutputKind { File, Images, Display, Rtsp, None };
+enum class Codec { Auto, X264, Nvh264 };
+enum class Resize { Stretch, Crop, Letterbox };
+enum class Device { Auto, Cuda, Cpu };
+enum class Precision { Strict, Tf32Stem };
+enum class Corner { TopLeft, TopRight, BottomLeft, BottomRight };
+enum class Headline { Smoothed, Top1 };
+
+// The names the configuration uses for each choice ("webcam", "letterbox", …).
+const char* name(InputKind v);
+const char* name(DropPolicy v);
+const char* name(Decoder v);
+const char* name(OutputKind v);
+const char* name(Codec v);
+const char* name(Resize v);
+const char* name(Device v);
+const char* name(Precision v);
+const char* name(Corner v);
+const char* name(Headline v);
+
+struct Reconnect {
+  int attempts = 10;                      // restarts after a live source fails or stalls; 0 = without limit
+  double delay_s = 1;                     // first wait before a restart; doubles each time
+  double max_delay_s = 30;                // longest wait between restarts
+};
+
+// One stream. `inputs:` is a list of these; `input:` is the one-stream form and the defaults of every entry.
 struct Input {
-  std::string kind = "test";              // webcam | file | uri | image | test
+  std::string name;                       // "" = stream0, stream1, … (by position)
+  InputKind kind = InputKind::Test;
   std::string device = "/dev/video0";     // webcam: V4L2 device path
   std::string path;                       // file: video path; image: image file, directory or glob
   std::string uri;                        // uri: rtsp://, http(s)://, file://
@@ -22,53 +55,62 @@ struct Input {
   int height = 0;                         // requested height; 0 = the source's own
   double fps = 0;                         // requested frame rate; 0 = the source's own
   bool loop = false;                      // file/image: start again at the end
-  std::string drop = "auto";              // auto (live sources drop, files block) | drop | block
+  bool realtime = false;                  // file: deliver frames at the file's frame rate, as a camera would
+  DropPolicy drop = DropPolicy::Auto;
+  Decoder decoder = Decoder::Auto;
   int64_t max_frames = 0;                 // stop after this many frames; 0 = until the end
+  double stall_timeout_s = 10;            // no frame for this long: a live source restarts, a file fails; 0 = off
+  Reconnect reconnect;
 };
 
 struct Output {
-  std::string kind = "none";              // file | display | rtsp | none
-  std::string path = "out/labelled.mp4";  // file: .mp4 or .mkv
-  std::string codec = "auto";             // auto (nvh264enc if present, else x264enc) | x264 | nvh264
-  int bitrate_kbps = 4000;                // encoder bitrate
+  OutputKind kind = OutputKind::None;
+  std::string path = "out/labelled.mp4";  // file: .mp4/.mkv/.mov, may hold {stream}; images: a directory
+  bool tiled = false;                     // all streams in one mosaic (file, display, rtsp)
+  int width = 0, height = 0;              // output size; 0 = the frame's own (a mosaic: 1920x1080)
+  Codec codec = Codec::Auto;
+  int bitrate_kbps = 4000;
+  double fragment_s = 0;                  // MP4: write a fragment every this many seconds (crash-safe); 0 = off
   std::string rtsp_address = "0.0.0.0";   // rtsp: address the server listens on (0.0.0.0 = all interfaces)
-  int rtsp_port = 8554;                   // rtsp: server port
-  std::string rtsp_path = "/classify";    // rtsp: mount point
-  std::string results;                    // JSON-lines results file; "" = none, "-" = stdout
+  int rtsp_port = 8554;
+  std::string rtsp_path = "/classify";
+  std::string results;                    // JSON-lines results file (may hold {stream}); "" = none, "-" = stdout
+  bool results_timing = false;            // results lines carry the per-stage latency breakdown
 };
 
 struct Model {
-  std::string weights = "assets/models/resnet18-fashion-mnist.safetensors";
-  std::string labels = "assets/labels/fashion-mnist.txt";
-  std::string architecture = "auto";      // auto | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 |
-                                          // resnext50_32x4d | resnext101_32x8d | wide_resnet50_2 | wide_resnet101_2
+  std::string weights;                    // "" = the bundled default model
+  std::string labels;                     // "" = the labels stored in the model file (else "class N")
+  std::string architecture = "auto";
   int input_size = 224;                   // square model input, pixels
-  std::string resize = "crop";            // stretch | crop (resize shorter side + centre crop) | letterbox
+  Resize resize = Resize::Crop;
   double crop_ratio = 0.875;              // crop: resize shorter side to input_size / crop_ratio (224/256)
   std::array<double, 3> mean{0.485, 0.456, 0.406};  // per channel (RGB), in 0..1 units
   std::array<double, 3> std{0.229, 0.224, 0.225};   // per channel (RGB), in 0..1 units
-  int top_k = 5;                          // labels reported per frame
-  double bn_eps = 1e-5;                   // BatchNorm epsilon used when folding
+  int top_k = 5;
+  double bn_eps = 1e-5;
 };
 
 struct Inference {
-  std::string device = "auto";            // auto (cuda when a GPU is usable, else cpu) | cuda | cpu
-  int gpu_id = 0;                         // CUDA device ordinal
-  int batch_size = 1;                     // frames per forward pass (up to this many when frames queue up)
-  std::string precision = "strict";       // strict (FP32 first/last layers) | tf32_stem (TF32 allowed in stem)
-  bool autotune = true;                   // time algorithms on the real shapes at start-up
+  Device device = Device::Auto;
+  int gpu_id = 0;
+  int batch_size = 1;                     // most frames per forward pass, from any streams
+  double batch_timeout_ms = 10;           // longest wait to fill a batch once its first frame is there
+  Precision precision = Precision::Strict;
+  bool autotune = true;
   std::string autotune_cache = "~/.cache/video-classifier/algorithms.json";  // "" = no cache
-  int workspace_mb = 256;                 // cuDNN workspace limit
-  bool deterministic = false;             // only deterministic algorithms
-  bool cuda_graph = true;                 // capture the forward pass once and replay it
+  int workspace_mb = 256;
+  bool deterministic = false;
+  bool cuda_graph = true;
   std::map<std::string, int> algorithms;  // per-layer algorithm override: layer name -> cuDNN algo number
   int cpu_threads = 0;                    // CPU engine threads; 0 = all cores
 };
 
 struct Overlay {
   bool enabled = true;
+  Headline headline = Headline::Smoothed;
   double font_scale = 0.6;
-  std::string position = "top-left";      // top-left | top-right | bottom-left | bottom-right
+  Corner position = Corner::TopLeft;
   Rgb text_color{255, 255, 255};
   Rgb bar_color{0, 200, 80};
   Rgb background_color{0, 0, 0};
@@ -83,37 +125,71 @@ struct Smoothing {
 };
 
 struct Logging {
-  std::string level = "info";             // trace | debug | info | warn | error | critical | off
+  std::string level = "info";
   std::string file;                       // also log to this file; "" = stderr only
+  double perf_interval_s = 5;             // live runs: a one-line performance report this often; 0 = off
+};
+
+struct Mqtt {
+  bool enabled = false;
+  std::string host = "127.0.0.1";
+  int port = 1883;
+  std::string topic_prefix = "video-classifier";
+  std::string client_id;                  // "" = video-classifier-<host>-<pid>
+  int qos = 1;                            // 0 or 1
+  double result_interval_s = 1;           // per-stream result messages at most this often; 0 = every frame
+  std::string username, password_file;    // password read from a file, never from the config itself
+  std::string tls_ca_file, tls_cert_file, tls_key_file;  // TLS when tls_ca_file is set
+  bool tls_insecure = false;              // skip the server host name check (testing only)
+  int keepalive_s = 30;
+  int buffer_messages = 10000;            // messages held while the broker is away; the oldest are dropped beyond
+};
+
+struct Metrics {
+  bool enabled = false;                   // HTTP /metrics (Prometheus), /healthz, /readyz
+  std::string address = "127.0.0.1";
+  int port = 9464;
+  double stall_s = 30;                    // /healthz fails when a running stream's last frame is older than this
 };
 
 struct Config {
-  Input input;
+  Input input;                            // the `input:` section: the one stream, or the defaults of `inputs:`
+  std::vector<Input> inputs{Input{}};     // the streams (never empty); without `inputs:` it is {input}
   Output output;
   Model model;
   Inference inference;
   Overlay overlay;
   Smoothing smoothing;
   Logging logging;
+  Mqtt mqtt;
+  Metrics metrics;
+  std::set<std::string> explicit_keys;    // the key paths a file, flag or --set gave (e.g. "model.input_size")
+
+  [[nodiscard]] bool is_set(const std::string& key_path) const { return explicit_keys.count(key_path) > 0; }
 };
 
-// Parses YAML text; `origin` names it in errors (a file path, or "<string>"). Throws vc::ConfigError.
-Config parse_config(const std::string& yaml_text, const std::string& origin = "<string>");
+// Parses YAML text; `origin` names it in errors (a file path, or "<string>"); relative paths in it resolve
+// against `base_dir` ("" = leave them relative to the working directory). Throws vc::ConfigError.
+Config parse_config(const std::string& yaml_text, const std::string& origin = "<string>", const std::string& base_dir = "");
 
-// Reads and parses a YAML file. Throws vc::NoInputError if it can't be read, vc::ConfigError if invalid.
+// Reads and parses a YAML file; relative paths in it are relative to the file's directory.
+// Throws vc::NoInputError if it can't be read, vc::ConfigError if invalid.
 Config load_config(const std::string& path);
 
-// Applies "key.path=value" (value in YAML syntax: 3, true, [1,2,3], text). Throws vc::ConfigError.
+// Applies "key.path=value". A string key takes the text as it is (quote it to have YAML unquote it); other keys
+// take YAML (3, true, [1,2,3], {a: 1}). `input.KEY` sets KEY on every stream, `inputs.N.KEY` on stream N.
+// Throws vc::ConfigError (an unknown key names the closest known ones).
 void apply_override(Config& config, const std::string& assignment);
 
-// Checks what single keys can't: a file input needs input.path, and so on. Call after all overrides.
-// Throws vc::ConfigError naming the keys.
-void validate(const Config& config);
+// Checks what single keys can't (a file input needs input.path, …) and names the streams. Call after all
+// overrides. Throws vc::ConfigError naming the keys.
+void validate(Config& config);
 
 // The command line's shorthands. --input: /dev/videoN -> webcam; scheme:// -> uri; "test" or "test:PATTERN"
 // -> test; a directory, glob or image file (.jpg/.jpeg/.png/.bmp) -> image; anything else -> file.
-void set_input(Config& config, const std::string& spec);
-// --output: "none", "display", rtsp://HOST:PORT/PATH -> rtsp server; anything else -> file path.
+void set_input(Input& input, const std::string& spec);
+// --output: "none", "display", rtsp://HOST:PORT/PATH -> rtsp server; DIR/ or a name with %s or an image
+// extension -> images; a .mp4/.mkv/.mov path -> file. Throws vc::UsageError for anything else.
 void set_output(Config& config, const std::string& spec);
 
 // Every key as (path, default value as YAML, description); for `video-classifier config --keys`, README and tests.
@@ -129,5 +205,17 @@ std::string to_yaml(const Config& config);
 
 // "~/x" -> "$HOME/x"; other paths unchanged.
 std::string expand_home(const std::string& path);
+
+// A stream's name put into a path or topic template: "out/{stream}.mp4" -> "out/cam1.mp4".
+std::string for_stream(const std::string& path_template, const std::string& stream_name);
+
+}  // namespace vc::config
+
+namespace vc::config {
+
+// The bundled file `relative` ("models/resnet18-fashion-mnist.safetensors") of the assets/ folder, looked up in
+// $VC_ASSETS_DIR, next to the installed binary (../share/video-classifier/assets), in the build tree's source and
+// in the working directory. Throws vc::NoInputError listing where it looked.
+std::string bundled_asset(const std::string& relative);
 
 }  // namespace vc::config

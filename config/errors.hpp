@@ -14,6 +14,8 @@ enum class ExitCode : int {
   kUnavailable = 69,  // EX_UNAVAILABLE: a needed service is absent (no GPU, GStreamer element, camera gone)
   kInternal = 70,     // EX_SOFTWARE: a bug or a fatal GPU error
   kOsFile = 72,       // EX_OSFILE: broken install (a system library such as libcudnn cannot be loaded)
+  kCantCreate = 73,   // EX_CANTCREAT: an output file cannot be created
+  kIoError = 74,      // EX_IOERR: writing results or video failed (disk full, closed pipe): data was lost
   kConfig = 78,       // EX_CONFIG: invalid configuration
 };
 
@@ -40,6 +42,12 @@ struct UnavailableError : Error {
 };
 struct InternalError : Error {
   explicit InternalError(const std::string& w) : Error(ExitCode::kInternal, w) {}
+};
+struct CantCreateError : Error {
+  explicit CantCreateError(const std::string& w) : Error(ExitCode::kCantCreate, w) {}
+};
+struct IoError : Error {
+  explicit IoError(const std::string& w) : Error(ExitCode::kIoError, w) {}
 };
 struct ConfigError : Error {
   explicit ConfigError(const std::string& w) : Error(ExitCode::kConfig, w) {}

@@ -1,8 +1,10 @@
 // Cross-key validation and the command line's --input/--output shorthands.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -12,80 +14,157 @@
 namespace vc::config {
 namespace {
 
-bool ends_with_any(std::string s, std::initializer_list<const char*> suffixes) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  return s;
+}
+
+bool ends_with_any(const std::string& s, std::initializer_list<const char*> suffixes) {
+  const auto l = lower(s);
   return std::any_of(suffixes.begin(), suffixes.end(), [&](const char* suf) {
     const std::string x(suf);
-    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+    return l.size() >= x.size() && l.compare(l.size() - x.size(), x.size(), x) == 0;
   });
+}
+
+constexpr int kMinFrameSide = 16;  // below this no encoder or model input makes sense
+
+bool valid_stream_name(const std::string& n) {
+  return !n.empty() && n.size() <= 64 &&
+         std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.'; });
+}
+
+void validate_input(const Input& in, const std::string& key) {
+  auto need = [&](bool ok, const char* field, const char* when) {
+    if (!ok) throw ConfigError(fmt::format("{}.{}: required when {}.kind is {}", key, field, key, when));
+  };
+  need(in.kind != InputKind::File || !in.path.empty(), "path", "file");
+  need(in.kind != InputKind::Image || !in.path.empty(), "path", "image");
+  need(in.kind != InputKind::Uri || !in.uri.empty(), "uri", "uri");
+  need(in.kind != InputKind::Webcam || !in.device.empty(), "device", "webcam");
+  if ((in.width == 0) != (in.height == 0)) throw ConfigError(fmt::format("{}.width, {}.height: give both or neither", key, key));
+  for (const auto& [field, v] : {std::pair{"width", in.width}, std::pair{"height", in.height}}) {
+    if (v != 0 && v < kMinFrameSide) {
+      throw ConfigError(fmt::format("{}.{}: {} is too small: frames must be at least {}x{} pixels", key, field, v,
+                                    kMinFrameSide, kMinFrameSide));
+    }
+  }
+  if (in.reconnect.max_delay_s < in.reconnect.delay_s) {
+    throw ConfigError(fmt::format("{}.reconnect.max_delay_s: {} is less than reconnect.delay_s ({})", key,
+                                  in.reconnect.max_delay_s, in.reconnect.delay_s));
+  }
+}
+
+// "rtsp://HOST[:PORT][/PATH]" -> the output's address, port and mount point.
+void set_rtsp(Config& c, const std::string& spec) {
+  static const std::regex url(R"(rtsp://([^/:]+)(?::([0-9]+))?(/.*)?)");
+  std::smatch m;
+  if (!std::regex_match(spec, m, url)) throw UsageError(fmt::format("--output: '{}' is not rtsp://HOST[:PORT]/PATH", spec));
+  c.output.kind = OutputKind::Rtsp;
+  c.output.rtsp_address = m[1].str();
+  if (m[2].matched) {
+    const auto digits = m[2].str();
+    int port = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535) {
+      throw UsageError(fmt::format("--output: port {} is out of range [1, 65535]", digits));
+    }
+    c.output.rtsp_port = port;
+  }
+  if (m[3].matched && m[3].length() > 1) c.output.rtsp_path = m[3].str();
 }
 
 }  // namespace
 
-void validate(const Config& c) {
-  auto need = [](bool ok, const std::string& key, const std::string& when) {
-    if (!ok) throw ConfigError(fmt::format("{}: required when {}", key, when));
-  };
-  need(c.input.kind != "file" || !c.input.path.empty(), "input.path", "input.kind is file");
-  need(c.input.kind != "image" || !c.input.path.empty(), "input.path", "input.kind is image");
-  need(c.input.kind != "uri" || !c.input.uri.empty(), "input.uri", "input.kind is uri");
-  need(c.input.kind != "webcam" || !c.input.device.empty(), "input.device", "input.kind is webcam");
-  need(c.output.kind != "file" || !c.output.path.empty(), "output.path", "output.kind is file");
-  need(!c.model.weights.empty(), "model.weights", "classifying (always)");
-  if (c.output.kind == "file" && !ends_with_any(c.output.path, {".mp4", ".mkv", ".mov"})) {
-    throw ConfigError(fmt::format("output.path: '{}' must end in .mp4, .mkv or .mov", c.output.path));
+void validate(Config& c) {
+  if (c.inputs.empty()) throw ConfigError("inputs: at least one input is needed");
+  std::set<std::string> names;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    auto& in = c.inputs[i];
+    const auto key = c.inputs.size() == 1 ? std::string("input") : fmt::format("inputs.{}", i);
+    validate_input(in, key);
+    if (in.name.empty()) in.name = fmt::format("stream{}", i);
+    if (!valid_stream_name(in.name)) {
+      throw ConfigError(fmt::format("{}.name: '{}' must be 1-64 letters, digits, '_', '-' or '.'", key, in.name));
+    }
+    if (!names.insert(in.name).second) throw ConfigError(fmt::format("{}.name: '{}' names two streams", key, in.name));
   }
-  if (c.output.kind == "rtsp" && (c.output.rtsp_path.empty() || c.output.rtsp_path[0] != '/')) {
-    throw ConfigError(fmt::format("output.rtsp_path: '{}' must start with /", c.output.rtsp_path));
+  const auto& o = c.output;
+  const bool several = c.inputs.size() > 1;
+  if (o.kind == OutputKind::File) {
+    if (o.path.empty()) throw ConfigError("output.path: required when output.kind is file");
+    if (!ends_with_any(o.path, {".mp4", ".mkv", ".mov"})) {
+      throw ConfigError(fmt::format("output.path: '{}' must end in .mp4, .mkv or .mov (output.kind file)", o.path));
+    }
+    if (several && !o.tiled && o.path.find("{stream}") == std::string::npos) {
+      throw ConfigError(fmt::format("output.path: {} streams cannot share '{}': put {{stream}} in the path (one file per "
+                                    "stream) or set output.tiled: true (one mosaic)", c.inputs.size(), o.path));
+    }
   }
-  if ((c.input.width == 0) != (c.input.height == 0)) {
-    throw ConfigError("input.width, input.height: give both or neither");
+  if (o.kind == OutputKind::Images && o.path.empty()) throw ConfigError("output.path: required when output.kind is images");
+  if (o.kind == OutputKind::Images && o.tiled) throw ConfigError("output.tiled: not available for image outputs");
+  if (o.kind == OutputKind::Rtsp) {
+    if (o.rtsp_path.empty() || o.rtsp_path[0] != '/') {
+      throw ConfigError(fmt::format("output.rtsp_path: '{}' must start with /", o.rtsp_path));
+    }
+    if (several && !o.tiled && o.rtsp_path.find("{stream}") == std::string::npos) {
+      throw ConfigError("output.rtsp_path: several streams need {stream} in the mount point (one per stream) or "
+                        "output.tiled: true (one mosaic)");
+    }
+  }
+  if ((o.width == 0) != (o.height == 0)) throw ConfigError("output.width, output.height: give both or neither");
+  if (o.width != 0 && (o.width < kMinFrameSide || o.height < kMinFrameSide)) {
+    throw ConfigError(fmt::format("output.width, output.height: {}x{} is too small (at least {}x{})", o.width, o.height,
+                                  kMinFrameSide, kMinFrameSide));
+  }
+  if (c.mqtt.enabled && c.mqtt.host.empty()) throw ConfigError("mqtt.host: required when mqtt.enabled is true");
+  if ((!c.mqtt.tls_cert_file.empty()) != (!c.mqtt.tls_key_file.empty())) {
+    throw ConfigError("mqtt.tls_cert_file, mqtt.tls_key_file: give both or neither");
   }
 }
 
-void set_input(Config& c, const std::string& spec) {
-  if (spec.empty()) throw ConfigError("--input: empty");
+void set_input(Input& in, const std::string& spec) {
+  if (spec.empty()) throw UsageError("--input: empty (give a file, a device, a URI or test)");
   if (spec.rfind("/dev/video", 0) == 0) {
-    c.input.kind = "webcam";
-    c.input.device = spec;
+    in.kind = InputKind::Webcam;
+    in.device = spec;
   } else if (spec.find("://") != std::string::npos) {
-    c.input.kind = "uri";
-    c.input.uri = spec;
+    in.kind = InputKind::Uri;
+    in.uri = spec;
   } else if (spec == "test" || spec.rfind("test:", 0) == 0) {
-    c.input.kind = "test";
-    if (spec.size() > 5) c.input.pattern = spec.substr(5);
+    in.kind = InputKind::Test;
+    if (spec.size() > 5) in.pattern = spec.substr(5);
   } else if (spec.find_first_of("*?") != std::string::npos || std::filesystem::is_directory(spec) ||
              ends_with_any(spec, {".jpg", ".jpeg", ".png", ".bmp"})) {
-    c.input.kind = "image";
-    c.input.path = spec;
+    in.kind = InputKind::Image;
+    in.path = spec;
   } else {
-    c.input.kind = "file";
-    c.input.path = spec;
+    in.kind = InputKind::File;
+    in.path = spec;
   }
 }
 
 void set_output(Config& c, const std::string& spec) {
-  if (spec.empty()) throw ConfigError("--output: empty");
-  if (spec == "none" || spec == "display") {
-    c.output.kind = spec;
-    return;
+  if (spec.empty()) throw UsageError("--output: empty (give FILE.mp4, DIR/, display, rtsp://HOST:PORT/PATH or none)");
+  auto& o = c.output;
+  if (spec == "none") {
+    o.kind = OutputKind::None;
+  } else if (spec == "display") {
+    o.kind = OutputKind::Display;
+  } else if (spec.rfind("rtsp://", 0) == 0) {
+    set_rtsp(c, spec);
+  } else if (spec.back() == '/' || std::filesystem::is_directory(spec) || spec.find("%s") != std::string::npos ||
+             ends_with_any(spec, {".jpg", ".jpeg", ".png"})) {
+    o.kind = OutputKind::Images;
+    o.path = spec;
+  } else if (ends_with_any(spec, {".mp4", ".mkv", ".mov"})) {
+    o.kind = OutputKind::File;
+    o.path = spec;
+  } else {
+    throw UsageError(fmt::format("--output: '{}' is not an output: give a video file (.mp4, .mkv, .mov), a directory "
+                                 "ending in / for labelled images, display, rtsp://HOST:PORT/PATH or none", spec));
   }
-  if (spec.rfind("rtsp://", 0) == 0) {
-    static const std::regex url(R"(rtsp://([^/:]+)(?::(\d+))?(/.*)?)");
-    std::smatch m;
-    if (!std::regex_match(spec, m, url)) throw ConfigError(fmt::format("--output: '{}' is not rtsp://HOST[:PORT]/PATH", spec));
-    c.output.kind = "rtsp";
-    c.output.rtsp_address = m[1].str();
-    if (m[2].matched) {
-      const int port = std::stoi(m[2].str());
-      if (port < 1 || port > 65535) throw ConfigError(fmt::format("--output: port {} is out of range", port));
-      c.output.rtsp_port = port;
-    }
-    if (m[3].matched && m[3].length() > 1) c.output.rtsp_path = m[3].str();
-    return;
-  }
-  c.output.kind = "file";
-  c.output.path = spec;
+  c.explicit_keys.insert("output.kind");
 }
 
 }  // namespace vc::config

@@ -1,75 +1,167 @@
 #include "inference/classifier.hpp"
 
+#include <cmath>
+#include <deque>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "inference/cpu/cpu_engine.hpp"
 #include "inference/cuda/gpu_info.hpp"
+#include "inference/model/model_card.hpp"
 #include "inference/model/resnet.hpp"
 #include "inference/model/safetensors.hpp"
 
 namespace vc::inference {
 namespace {
 
+// The CPU reference engine behind the Classifier interface: submit() computes at once, collect() hands it over.
 class CpuClassifier final : public Classifier {
  public:
-  CpuClassifier(LoadedModel model, PreprocessParams params, int threads, int batch)
+  CpuClassifier(LoadedModel model, int threads, int batch)
       : engine_(std::move(model.network), threads), threads_(threads), batch_(batch) {
-    labels_ = std::move(model.labels);
+    settings_ = std::move(model.settings);
     architecture_ = engine_.network().architecture;
-    params_ = params;
+    params_ = inference::preprocess_params(settings_.model);
+    num_classes_ = engine_.network().num_classes;
   }
   std::string engine_name() const override {
     return fmt::format("CPU reference ({} threads)", threads_ > 0 ? threads_ : int(std::thread::hardware_concurrency()));
   }
   int max_batch() const override { return batch_; }
-  std::vector<std::vector<float>> classify(std::span<const FrameView> frames) override {
+  int max_in_flight() const override { return 1; }
+
+  void submit(std::span<const FrameView> frames) override {
+    if (!pending_.empty()) throw InternalError("CPU classifier: collect() the previous batch first");
+    if (frames.empty() || int(frames.size()) > batch_) {
+      throw DataError(fmt::format("{} frames for a batch of at most {}", frames.size(), batch_));
+    }
     const int n = int(frames.size()), s = params_.size, c = params_.channels;
-    std::vector<uint16_t> input(size_t(n) * s * s * c);
-    for (int i = 0; i < n; ++i) preprocess_cpu(frames[i], params_, input.data() + size_t(i) * s * s * c);
-    const auto logits = engine_.forward(input, n, s, s);
-    const size_t k = size_t(engine_.network().num_classes);
-    std::vector<std::vector<float>> out(n);
-    for (int i = 0; i < n; ++i) out[i].assign(logits.begin() + long(i * k), logits.begin() + long((i + 1) * k));
-    return out;
+    input_.resize(size_t(n) * s * s * c);
+    for (int i = 0; i < n; ++i) {
+      if (frames[size_t(i)].memory != MemoryKind::Host) throw InternalError("CPU classifier: a frame in GPU memory");
+      preprocess_cpu(frames[size_t(i)], params_, input_.data() + size_t(i) * s * s * c);
+    }
+    pending_.push_back(engine_.forward(input_, n, s, s));
+  }
+
+  void collect(std::vector<float>& logits) override {
+    if (pending_.empty()) throw InternalError("CPU classifier: nothing submitted");
+    logits = std::move(pending_.front());
+    pending_.pop_front();
   }
 
  private:
   CpuEngine engine_;
   int threads_;
   int batch_;
+  std::vector<uint16_t> input_;
+  std::deque<std::vector<float>> pending_;
 };
 
+// Every floating-point tensor of the file must be finite: a NaN or Inf weight would make every score NaN.
+void check_finite(const SafetensorsFile& file) {
+  for (const auto& t : file.tensors()) {
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && t.dtype != DType::F64) continue;
+    const auto values = file.to_float(t);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) {
+        throw DataError(fmt::format("{}: tensor '{}' holds {} at element {}: the weights are corrupt", file.origin(),
+                                    t.name, std::isnan(values[i]) ? "NaN" : "Inf", i));
+      }
+    }
+  }
+}
+
+// Merges the configuration's model section with the model file's card, logging where each setting came from.
+ModelSettings merge_settings(const config::Config& cfg, const ModelCard& card, const std::string& weights, int num_classes) {
+  ModelSettings s;
+  s.model = cfg.model;
+  s.model.weights = weights;
+  auto pick = [&](const char* key, auto& field, const auto& from_card, auto show) {
+    const std::string path = std::string("model.") + key;
+    const char* origin = "default";
+    if (cfg.is_set(path)) {
+      origin = "the configuration";
+    } else if (from_card) {
+      field = *from_card;
+      origin = "the model file";
+    }
+    s.provenance.push_back(fmt::format("{} = {} ({})", path, show(field), origin));
+  };
+  auto plain = [](const auto& v) { return fmt::format("{}", v); };
+  pick("input_size", s.model.input_size, card.input_size, plain);
+  std::optional<config::Resize> card_resize;
+  if (card.resize) {
+    card_resize = *card.resize == "crop" ? config::Resize::Crop
+                  : *card.resize == "letterbox" ? config::Resize::Letterbox : config::Resize::Stretch;
+  }
+  pick("resize", s.model.resize, card_resize, [](config::Resize r) { return std::string(config::name(r)); });
+  pick("crop_ratio", s.model.crop_ratio, card.crop_ratio, plain);
+  pick("mean", s.model.mean, card.mean, [](const auto& v) { return fmt::format("[{}]", fmt::join(v, ", ")); });
+  pick("std", s.model.std, card.std, [](const auto& v) { return fmt::format("[{}]", fmt::join(v, ", ")); });
+
+  if (!cfg.model.labels.empty()) {
+    s.labels = load_labels(cfg.model.labels);
+    s.provenance.push_back(fmt::format("model.labels = {} ({} names, from the configuration)", cfg.model.labels, s.labels.size()));
+  } else if (!card.labels.empty()) {
+    s.labels = card.labels;
+    s.provenance.push_back(fmt::format("model.labels = {} names (from the model file)", s.labels.size()));
+  } else {
+    s.provenance.push_back("model.labels = none: classes are reported as \"class N\" (default)");
+  }
+  if (!s.labels.empty() && int(s.labels.size()) != num_classes) {
+    throw DataError(fmt::format("{} has {} labels but {} has {} classes",
+                                cfg.model.labels.empty() ? weights + "'s metadata" : cfg.model.labels, s.labels.size(),
+                                weights, num_classes));
+  }
+  return s;
+}
+
 }  // namespace
+
+std::vector<std::vector<float>> Classifier::classify(std::span<const FrameView> frames) {
+  if (frames.empty()) return {};
+  submit(frames);
+  std::vector<float> flat;
+  collect(flat);
+  std::vector<std::vector<float>> out(frames.size());
+  const size_t k = size_t(num_classes_);
+  for (size_t i = 0; i < frames.size(); ++i) out[i].assign(flat.begin() + long(i * k), flat.begin() + long((i + 1) * k));
+  return out;
+}
 
 PreprocessParams preprocess_params(const config::Model& m) {
   PreprocessParams p;
   p.size = m.input_size;
-  p.mode = parse_resize_mode(m.resize);
+  p.mode = m.resize == config::Resize::Crop ? ResizeMode::Crop
+           : m.resize == config::Resize::Letterbox ? ResizeMode::Letterbox : ResizeMode::Stretch;
   p.crop_ratio = float(m.crop_ratio);
   for (int i = 0; i < 3; ++i) {
-    p.mean[i] = float(m.mean[i]);
-    p.std[i] = float(m.std[i]);
+    p.mean[i] = float(m.mean[size_t(i)]);
+    p.std[i] = float(m.std[size_t(i)]);
   }
   return p;
 }
 
-LoadedModel load_model(const config::Model& m) {
+LoadedModel load_model(const config::Config& cfg) {
   auto log = vc::log::get("model");
-  const auto file = SafetensorsFile::open(m.weights);
-  LoadedModel model{build_resnet(file, m.architecture, m.bn_eps), {}};
-  if (!m.labels.empty()) {
-    model.labels = load_labels(m.labels);
-    if (int(model.labels.size()) != model.network.num_classes) {
-      throw DataError(fmt::format("{} has {} labels but {} has {} classes", m.labels, model.labels.size(), m.weights,
-                                  model.network.num_classes));
-    }
-  }
-  log->info("{}: {} ({} classes, {:.2f} GMAC per {}x{} frame)", m.weights, model.network.architecture,
-            model.network.num_classes, model.network.macs(m.input_size, m.input_size) / 1e9, m.input_size, m.input_size);
+  const auto weights = cfg.model.weights.empty() ? config::bundled_asset("models/resnet18-fashion-mnist.safetensors")
+                                                 : cfg.model.weights;
+  const auto file = SafetensorsFile::open(weights);
+  check_finite(file);
+  const auto card = read_model_card(file.metadata(), weights);
+  std::string architecture = cfg.model.architecture;
+  if (architecture == "auto" && card.architecture) architecture = *card.architecture;
+  LoadedModel model{build_resnet(file, architecture, cfg.model.bn_eps), {}};
+  model.settings = merge_settings(cfg, card, weights, model.network.num_classes);
+  const int size = model.settings.model.input_size;
+  log->info("{}: {} ({} classes, {:.2f} GMAC per {}x{} frame)", weights, model.network.architecture,
+            model.network.num_classes, model.network.macs(size, size) / 1e9, size, size);
+  for (const auto& line : model.settings.provenance) log->info("  {}", line);
   return model;
 }
 
@@ -77,8 +169,8 @@ std::unique_ptr<Classifier> make_cuda_classifier(LoadedModel model, const config
 
 std::unique_ptr<Classifier> Classifier::create(const config::Config& config) {
   auto log = vc::log::get("inference");
-  std::string device = config.inference.device;
-  if (device != "cpu") {
+  bool cuda = config.inference.device != config::Device::Cpu;
+  if (cuda) {
     const auto gpus = probe_gpus();
     const bool usable = int(gpus.devices.size()) > config.inference.gpu_id && gpus.cudnn_problems.empty();
     if (!usable) {
@@ -86,20 +178,19 @@ std::unique_ptr<Classifier> Classifier::create(const config::Config& config) {
                               : !gpus.cudnn_problems.empty()
                                   ? gpus.cudnn_problems.front()
                                   : fmt::format("inference.gpu_id {} but {} GPU(s)", config.inference.gpu_id, gpus.devices.size());
-      if (device == "cuda") throw UnavailableError("inference.device is cuda but no GPU is usable: " + why);
+      if (config.inference.device == config::Device::Cuda) {
+        throw UnavailableError("inference.device is cuda but no GPU is usable: " + why);
+      }
       log->warn("no usable GPU ({}): using the CPU reference engine, which is much slower", why);
-      device = "cpu";
-    } else {
-      device = "cuda";
+      cuda = false;
     }
   }
-  auto model = load_model(config.model);
+  auto model = load_model(config);
   std::unique_ptr<Classifier> classifier;
-  if (device == "cuda") {
+  if (cuda) {
     classifier = make_cuda_classifier(std::move(model), config);
   } else {
-    classifier = std::make_unique<CpuClassifier>(std::move(model), inference::preprocess_params(config.model),
-                                                 config.inference.cpu_threads, config.inference.batch_size);
+    classifier = std::make_unique<CpuClassifier>(std::move(model), config.inference.cpu_threads, config.inference.batch_size);
   }
   log->info("engine: {}", classifier->engine_name());
   return classifier;

@@ -1,6 +1,7 @@
-// The public face of inference: a Classifier made from the configuration turns a batch of frames into logits.
+// The public face of inference: a Classifier made from the configuration turns batches of frames into logits.
 // It owns the model, the labels and an engine — cuDNN on the GPU, or the CPU reference — chosen by
-// inference.device (auto: the GPU when one is usable, else the CPU; the choice is logged).
+// inference.device (auto: the GPU when one is usable, else the CPU; the choice is logged). Classification is
+// asynchronous: the pipeline submits batch N+1 while batch N still runs on the GPU.
 #pragma once
 #include <memory>
 #include <span>
@@ -13,6 +14,13 @@
 
 namespace vc::inference {
 
+// The model settings in force and where each came from ("the configuration", "the model file", "default").
+struct ModelSettings {
+  config::Model model;                      // input_size, resize, crop_ratio, mean, std as used
+  std::vector<std::string> labels;          // one per class, or empty ("class N")
+  std::vector<std::string> provenance;      // lines such as "model.input_size = 128 (from the model file)"
+};
+
 class Classifier {
  public:
   virtual ~Classifier() = default;
@@ -23,27 +31,42 @@ class Classifier {
   // "cuDNN on NVIDIA H200" / "CPU reference (2 threads)".
   [[nodiscard]] virtual std::string engine_name() const = 0;
   [[nodiscard]] virtual int max_batch() const = 0;
-  // Logits (num_classes each) for up to max_batch() frames in host memory.
-  virtual std::vector<std::vector<float>> classify(std::span<const FrameView> frames) = 0;
+  // How many submitted batches may be waiting for collect() at once.
+  [[nodiscard]] virtual int max_in_flight() const = 0;
+  // The CUDA device whose primary context the engine uses (decoders can share it); -1 for the CPU engine.
+  [[nodiscard]] virtual int cuda_device() const { return -1; }
 
-  [[nodiscard]] const std::vector<std::string>& labels() const { return labels_; }
+  // Starts classifying up to max_batch() frames (host or device memory, any mix of formats). The frames must
+  // stay valid until their batch has been collected.
+  virtual void submit(std::span<const FrameView> frames) = 0;
+  // Waits for the oldest submitted batch and writes its logits (frames x num_classes(), row-major) to `logits`.
+  virtual void collect(std::vector<float>& logits) = 0;
+
+  // submit + collect, one row per frame.
+  std::vector<std::vector<float>> classify(std::span<const FrameView> frames);
+
+  [[nodiscard]] int num_classes() const { return num_classes_; }
+  [[nodiscard]] const std::vector<std::string>& labels() const { return settings_.labels; }
   [[nodiscard]] const std::string& architecture() const { return architecture_; }
   [[nodiscard]] const PreprocessParams& preprocess_params() const { return params_; }
+  [[nodiscard]] const ModelSettings& settings() const { return settings_; }
 
  protected:
-  std::vector<std::string> labels_;
+  ModelSettings settings_;
   std::string architecture_;
   PreprocessParams params_;
+  int num_classes_ = 0;
 };
 
-// The preprocessing parameters the configuration asks for (channels left at 3).
+// The preprocessing parameters of a model section (channels left at 3).
 PreprocessParams preprocess_params(const config::Model& model);
 
-// Loads weights (and checks labels against the class count): shared by both engines.
+// Loads the weights (NaN/Inf rejected, naming the tensor), reads the model file's card and merges it with the
+// configuration: a key set explicitly in the configuration wins, then the model file, then the default.
 struct LoadedModel {
   Network network;
-  std::vector<std::string> labels;
+  ModelSettings settings;
 };
-LoadedModel load_model(const config::Model& model);
+LoadedModel load_model(const config::Config& config);
 
 }  // namespace vc::inference

@@ -3,7 +3,7 @@
 //
 // Rules: every output pixel's centre is mapped back into the frame (half-pixel centres, as OpenCV and
 // PyTorch's align_corners=False), sampled bilinearly with edges clamped — each of the four taps converted to RGB
-// first (YUV: BT.601 or BT.709, limited range, chroma taken from the tap's 2x2 block) — then divided by 255,
+// first (YUV: BT.601 or BT.709, limited (16-235) or full (0-255) range, chroma taken from the tap's 2x2 block) — then divided by 255,
 // normalized with mean/std, rounded to FP16. Letterbox bars are black (RGB 0,0,0, normalized). Channels past
 // the third (padding for the first layer) are 0.
 #pragma once
@@ -15,6 +15,7 @@ namespace vc::inference {
 enum class PixelFormat { RGB, BGR, RGBA, BGRx, NV12, I420 };
 enum class ResizeMode { Stretch, Crop, Letterbox };
 enum class YuvMatrix { BT601, BT709 };
+enum class MemoryKind { Host, Device };  // where a frame's planes live
 
 PixelFormat parse_pixel_format(const std::string& name);  // "RGB", "BGR", "RGBA", "BGRx", "NV12", "I420"
 ResizeMode parse_resize_mode(const std::string& name);    // "stretch", "crop", "letterbox"
@@ -27,6 +28,8 @@ struct FrameView {
   const uint8_t* planes[3] = {nullptr, nullptr, nullptr};  // packed: [0]; NV12: Y, UV; I420: Y, U, V
   int strides[3] = {0, 0, 0};
   YuvMatrix matrix = YuvMatrix::BT601;
+  bool full_range = false;            // YUV: 0-255 (JPEG) instead of 16-235 (video)
+  MemoryKind memory = MemoryKind::Host;
 };
 
 struct PreprocessParams {

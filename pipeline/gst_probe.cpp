@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include <gst/gst.h>
 
 #include "pipeline/gst_util.hpp"
@@ -49,6 +51,38 @@ std::vector<ElementStatus> probe_elements() {
   };
   for (auto& e : elements) e.present = has_element(e.name.c_str());
   return elements;
+}
+
+std::string describe_cameras() {
+  GstDeviceMonitor* monitor = gst_device_monitor_new();
+  gst_device_monitor_add_filter(monitor, "Video/Source", nullptr);
+  std::string text = "cameras found:";
+  int count = 0;
+  if (gst_device_monitor_start(monitor)) {
+    GList* devices = gst_device_monitor_get_devices(monitor);
+    for (GList* d = devices; d; d = d->next) {
+      auto* device = GST_DEVICE(d->data);
+      gchar* name = gst_device_get_display_name(device);
+      std::string modes;
+      if (GstCaps* caps = gst_device_get_caps(device)) {
+        for (guint i = 0; i < gst_caps_get_size(caps) && i < 12; ++i) {
+          const GstStructure* s = gst_caps_get_structure(caps, i);
+          int w = 0, h = 0;
+          gst_structure_get_int(s, "width", &w);
+          gst_structure_get_int(s, "height", &h);
+          modes += fmt::format("{}{}x{} {}", modes.empty() ? "" : ", ", w, h, gst_structure_get_name(s));
+        }
+        gst_caps_unref(caps);
+      }
+      text += fmt::format("\n  {}: {}", name ? name : "?", modes);
+      g_free(name);
+      ++count;
+    }
+    g_list_free_full(devices, gst_object_unref);
+    gst_device_monitor_stop(monitor);
+  }
+  gst_object_unref(monitor);
+  return count ? text : "no cameras found (is one plugged in, and are you in the 'video' group?)";
 }
 
 }  // namespace vc::pipeline

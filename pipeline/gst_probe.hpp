@@ -18,4 +18,7 @@ void ensure_gstreamer();
 std::string gstreamer_version();
 std::vector<ElementStatus> probe_elements();
 
+// Cameras GStreamer can see, with their modes, for error messages ("/dev/video0 (HD Webcam): 1280x720 …").
+std::string describe_cameras();
+
 }  // namespace vc::pipeline

@@ -6,29 +6,63 @@
 #include "pipeline/gst_probe.hpp"
 
 namespace vc::pipeline {
+namespace {
 
-PipelinePtr parse_pipeline(const std::string& description) {
-  ensure_gstreamer();
-  GError* error = nullptr;
-  GstElement* pipeline = gst_parse_launch(description.c_str(), &error);
-  if (error) {
-    const std::string message = error->message;
-    const bool missing = error->domain == GST_PARSE_ERROR && error->code == GST_PARSE_ERROR_NO_SUCH_ELEMENT;
-    g_error_free(error);
-    if (pipeline) gst_object_unref(pipeline);
-    if (missing) {
-      throw UnavailableError(fmt::format("GStreamer: {} (install the plugin package that provides it; see "
-                                         "`video-classifier doctor`)", message));
-    }
-    throw InternalError(fmt::format("GStreamer could not build '{}': {}", description, message));
+// Which Debian package provides an element, for the error message.
+const char* package_of(const std::string& factory) {
+  if (factory.rfind("x264", 0) == 0) return "gstreamer1.0-plugins-ugly";
+  if (factory.rfind("avdec", 0) == 0) return "gstreamer1.0-libav";
+  if (factory.rfind("nv", 0) == 0 || factory.rfind("openh264", 0) == 0 || factory == "h264parse" ||
+      factory == "h265parse" || factory == "waylandsink") {
+    return "gstreamer1.0-plugins-bad";
   }
-  return PipelinePtr(pipeline);
+  if (factory == "ximagesink" || factory == "xvimagesink") return "gstreamer1.0-x";
+  if (factory == "glimagesink") return "gstreamer1.0-gl";
+  if (factory == "mp4mux" || factory == "matroskamux" || factory == "jpegdec" || factory == "pngdec" ||
+      factory == "jpegenc" || factory == "pngenc" || factory == "rtspsrc" || factory == "v4l2src" || factory == "qtdemux") {
+    return "gstreamer1.0-plugins-good";
+  }
+  return "gstreamer1.0-plugins-base";
 }
 
-ElementPtr child(GstElement* pipeline, const char* name) {
-  GstElement* e = gst_bin_get_by_name(GST_BIN(pipeline), name);
-  if (!e) throw InternalError(fmt::format("pipeline has no element named '{}'", name));
-  return ElementPtr(e);
+}  // namespace
+
+PipelinePtr make_pipeline(const char* name) {
+  ensure_gstreamer();
+  GstElement* p = gst_pipeline_new(name);
+  if (!p) throw InternalError("GStreamer could not create a pipeline");
+  return PipelinePtr(p);
+}
+
+GstElement* add_element(GstElement* bin, const char* factory, const char* name) {
+  ensure_gstreamer();
+  GstElement* e = gst_element_factory_make(factory, name);
+  if (!e) {
+    throw UnavailableError(fmt::format("GStreamer element '{}' is missing: install {} (see `video-classifier doctor`)",
+                                       factory, package_of(factory)));
+  }
+  if (!gst_bin_add(GST_BIN(bin), e)) {
+    gst_object_unref(e);
+    throw InternalError(fmt::format("could not add '{}' to its pipeline", factory));
+  }
+  return e;
+}
+
+void link_chain(std::initializer_list<GstElement*> elements) {
+  GstElement* previous = nullptr;
+  for (GstElement* e : elements) {
+    if (previous && !gst_element_link(previous, e)) {
+      throw InternalError(fmt::format("GStreamer could not link {} to {}", GST_OBJECT_NAME(previous), GST_OBJECT_NAME(e)));
+    }
+    previous = e;
+  }
+}
+
+GstElement* add_capsfilter(GstElement* bin, GstCaps* caps, const char* name) {
+  GstElement* f = add_element(bin, "capsfilter", name);
+  g_object_set(f, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+  return f;
 }
 
 std::string describe_error(GstMessage* m) {
@@ -57,6 +91,37 @@ bool has_element(const char* factory) {
   GstElementFactory* f = gst_element_factory_find(factory);
   if (f) gst_object_unref(f);
   return f != nullptr;
+}
+
+namespace {
+
+GEnumClass* enum_of(const char* factory, const char* property, GstElement** element) {
+  ensure_gstreamer();
+  *element = gst_element_factory_make(factory, nullptr);
+  if (!*element) return nullptr;
+  GParamSpec* spec = g_object_class_find_property(G_OBJECT_GET_CLASS(*element), property);
+  if (!spec || !G_IS_PARAM_SPEC_ENUM(spec)) return nullptr;
+  return G_PARAM_SPEC_ENUM(spec)->enum_class;
+}
+
+}  // namespace
+
+std::string enum_nicks(const char* factory, const char* property) {
+  GstElement* e = nullptr;
+  std::string out;
+  if (GEnumClass* c = enum_of(factory, property, &e)) {
+    for (guint i = 0; i < c->n_values; ++i) out += fmt::format("{}{}", out.empty() ? "" : ", ", c->values[i].value_nick);
+  }
+  if (e) gst_object_unref(e);
+  return out;
+}
+
+bool is_enum_nick(const char* factory, const char* property, const std::string& nick) {
+  GstElement* e = nullptr;
+  bool found = false;
+  if (GEnumClass* c = enum_of(factory, property, &e)) found = g_enum_get_value_by_nick(c, nick.c_str()) != nullptr;
+  if (e) gst_object_unref(e);
+  return found;
 }
 
 }  // namespace vc::pipeline

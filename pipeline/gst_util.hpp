@@ -1,8 +1,10 @@
-// RAII for GStreamer objects and the few helpers every pipeline here uses: building a pipeline from a
-// description (missing elements named), turning bus errors into typed exceptions.
+// RAII for GStreamer objects and the helpers every pipeline here is built with. Pipelines are made of elements
+// created by factory name with their properties set one by one: no text a user wrote is ever parsed as
+// pipeline syntax.
 #pragma once
 #include <gst/gst.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -15,6 +17,7 @@ struct GstObjectUnref {
 };
 using ElementPtr = std::unique_ptr<GstElement, GstObjectUnref>;
 using BusPtr = std::unique_ptr<GstBus, GstObjectUnref>;
+using PadPtr = std::unique_ptr<GstPad, GstObjectUnref>;
 
 struct MessageUnref {
   void operator()(GstMessage* m) const {
@@ -30,6 +33,13 @@ struct SampleUnref {
 };
 using SamplePtr = std::unique_ptr<GstSample, SampleUnref>;
 
+struct CapsUnref {
+  void operator()(GstCaps* c) const {
+    if (c) gst_caps_unref(c);
+  }
+};
+using CapsPtr = std::unique_ptr<GstCaps, CapsUnref>;
+
 // Sets a pipeline to NULL and waits: never throws (used in destructors).
 void stop_pipeline(GstElement* pipeline) noexcept;
 
@@ -42,16 +52,28 @@ struct PipelineStopUnref {
 };
 using PipelinePtr = std::unique_ptr<GstElement, PipelineStopUnref>;
 
-// gst_parse_launch with errors as exceptions: a missing element is vc::UnavailableError naming it.
-PipelinePtr parse_pipeline(const std::string& description);
+// A new empty pipeline.
+PipelinePtr make_pipeline(const char* name);
 
-// The named element of a pipeline (a new reference). Throws vc::InternalError if absent.
-ElementPtr child(GstElement* pipeline, const char* name);
+// Creates an element and adds it to `bin` (which then owns it). Throws vc::UnavailableError naming the missing
+// element and what to install.
+GstElement* add_element(GstElement* bin, const char* factory, const char* name = nullptr);
+
+// Links elements in order; throws vc::InternalError naming the pair that would not link.
+void link_chain(std::initializer_list<GstElement*> elements);
+
+// A capsfilter added to `bin` with these caps.
+GstElement* add_capsfilter(GstElement* bin, GstCaps* caps, const char* name = nullptr);
 
 // "element 'src': Could not open file … (debug detail)".
 std::string describe_error(GstMessage* error_message);
 
 // Whether a GStreamer element factory exists here.
 bool has_element(const char* factory);
+
+// The nicks an enum property of a factory's elements accepts ("smpte, snow, black, …"), for error messages, and
+// whether `nick` is one of them.
+std::string enum_nicks(const char* factory, const char* property);
+bool is_enum_nick(const char* factory, const char* property, const std::string& nick);
 
 }  // namespace vc::pipeline

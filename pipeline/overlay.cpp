@@ -1,6 +1,7 @@
 #include "pipeline/overlay.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <opencv2/imgproc.hpp>
@@ -12,42 +13,85 @@ cv::Scalar bgr(const config::Rgb& c) { return cv::Scalar(c[2], c[1], c[0]); }
 
 struct Line {
   std::string text;
-  float bar = -1;  // 0..1 confidence bar under the text, or -1 for none
+  double size = 1.0;   // relative to the base font scale
+  float bar = -1;      // 0..1 confidence bar under the text, or -1 for none
+  std::string right;   // right-aligned text (the percentage)
 };
+
+constexpr int kFont = cv::FONT_HERSHEY_SIMPLEX;
+
+struct Layout {
+  double scale;
+  int thickness, pad, bar_h;
+  int text_h(double size) const {
+    int baseline = 0;
+    return cv::getTextSize("Ag", kFont, scale * size, thickness, &baseline).height;
+  }
+  int width_of(const std::string& s, double size) const {
+    int baseline = 0;
+    return cv::getTextSize(s, kFont, scale * size, thickness, &baseline).width;
+  }
+  int line_h(const Line& l) const { return int(text_h(l.size) * 1.45) + pad / 2 + (l.bar >= 0 ? bar_h + pad / 2 : 0); }
+};
+
+Layout layout_for(double scale) {
+  Layout L{scale, std::max(1, int(std::lround(scale * 1.8))), 0, 0};
+  L.pad = std::max(3, L.text_h(1.0) / 2);
+  L.bar_h = std::max(2, L.text_h(1.0) / 3);
+  return L;
+}
+
+cv::Size panel_size(const std::vector<Line>& lines, const Layout& L) {
+  int width = 0, height = L.pad;
+  for (const auto& l : lines) {
+    width = std::max(width, L.width_of(l.text, l.size) + (l.right.empty() ? 0 : L.width_of(l.right, l.size) + 3 * L.pad));
+    height += L.line_h(l);
+  }
+  return {width + 2 * L.pad, height + L.pad / 2};
+}
 
 }  // namespace
 
+std::string format_timestamp(int64_t ns) {
+  if (ns < 0) return "";
+  const int64_t ms = ns / 1'000'000;
+  return fmt::format("{:02}:{:02}:{:02}.{:03}", ms / 3'600'000, (ms / 60'000) % 60, (ms / 1000) % 60, ms % 1000);
+}
+
 cv::Rect draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Overlay& style) {
   if (!style.enabled || image.empty()) return {};
-  const double scale = style.font_scale * std::max(0.5, image.rows / 720.0);  // legible at any resolution
-  const int font = cv::FONT_HERSHEY_SIMPLEX;
-  const int thickness = std::max(1, int(scale * 2));
-  int baseline = 0;
-  const int text_h = cv::getTextSize("Ag", font, scale, thickness, &baseline).height;
-  const int pad = std::max(4, text_h / 2), bar_h = std::max(3, text_h / 3), line_h = text_h + baseline + pad;
-
   std::vector<Line> lines;
-  if (!c.smoothed_label.empty()) {
-    lines.push_back({c.uncertain ? fmt::format("uncertain ({} {:.0f}%)", c.smoothed_label, c.smoothed_score * 100)
-                                 : fmt::format("{} {:.0f}%", c.smoothed_label, c.smoothed_score * 100)});
+  if (!c.headline.empty()) {
+    lines.push_back({c.headline, 1.6, -1, c.headline_score >= 0 ? fmt::format("{:.0f}%", c.headline_score * 100) : ""});
+    if (!c.headline_kind.empty()) lines.push_back({c.headline_kind, 0.7, -1, ""});
   }
-  for (const auto& p : c.top) lines.push_back({fmt::format("{:.1f}% {}", p.score * 100, p.label), p.score});
+  for (const auto& p : c.top) lines.push_back({p.label, 1.0, p.score, fmt::format("{:.1f}%", p.score * 100)});
   std::string stats;
-  if (style.show_fps) stats += fmt::format("{:.1f} fps", c.fps);
-  if (style.show_latency) stats += fmt::format("{}{:.1f} ms", stats.empty() ? "" : "  ", c.latency_ms);
-  if (!stats.empty()) lines.push_back({stats});
-  if (!c.engine.empty() || !c.model.empty()) lines.push_back({fmt::format("{} | {}", c.model, c.engine)});
-
-  int width = 0, height = pad;
-  for (const auto& l : lines) {
-    width = std::max(width, cv::getTextSize(l.text, font, scale, thickness, &baseline).width);
-    height += line_h + (l.bar >= 0 ? bar_h + pad / 2 : 0);
+  if (style.show_fps) stats += c.fps > 0 ? fmt::format("{:.1f} fps", c.fps) : "-- fps";
+  if (style.show_latency && c.latency_ms >= 0) {
+    stats += fmt::format("{}{} {:.1f} ms", stats.empty() ? "" : "   ", c.latency_label, c.latency_ms);
   }
-  width = std::min(width + 2 * pad, image.cols);
-  height = std::min(height, image.rows);
-  const int margin = std::min(pad * 2, std::min(image.cols - width, image.rows - height) / 2);
-  const bool right = style.position.find("right") != std::string::npos;
-  const bool bottom = style.position.find("bottom") != std::string::npos;
+  if (!stats.empty()) lines.push_back({stats, 0.8, -1, ""});
+  std::string footer = c.stream;
+  if (!c.source.empty()) footer += (footer.empty() ? "" : " | ") + c.source;
+  if (!c.timestamp.empty()) footer += (footer.empty() ? "" : " | ") + c.timestamp;
+  if (!footer.empty()) lines.push_back({footer, 0.7, -1, ""});
+  if (!c.engine.empty() || !c.model.empty()) lines.push_back({fmt::format("{} | {}", c.model, c.engine), 0.7, -1, ""});
+
+  // Scale with the frame; then shrink until the panel takes at most 45 % of the width and 60 % of the height.
+  double scale = style.font_scale * image.rows / 720.0;
+  Layout L = layout_for(scale);
+  for (int i = 0; i < 12; ++i) {
+    const cv::Size s = panel_size(lines, L);
+    if ((s.width <= image.cols * 0.45 && s.height <= image.rows * 0.6) || scale < 0.2) break;
+    scale *= 0.85;
+    L = layout_for(scale);
+  }
+  const cv::Size size = panel_size(lines, L);
+  const int width = std::min(size.width, image.cols), height = std::min(size.height, image.rows);
+  const int margin = std::max(0, std::min(L.pad * 2, std::min(image.cols - width, image.rows - height) / 2));
+  const bool right = style.position == config::Corner::TopRight || style.position == config::Corner::BottomRight;
+  const bool bottom = style.position == config::Corner::BottomLeft || style.position == config::Corner::BottomRight;
   const cv::Rect panel(right ? image.cols - width - margin : margin, bottom ? image.rows - height - margin : margin, width,
                        height);
 
@@ -56,18 +100,26 @@ cv::Rect draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Ove
     cv::Mat fill(roi.size(), roi.type(), bgr(style.background_color));
     cv::addWeighted(fill, style.background_alpha, roi, 1.0 - style.background_alpha, 0.0, roi);
   }
-  int y = panel.y + pad;
+  int y = panel.y + L.pad;
   for (const auto& l : lines) {
-    y += text_h;
-    // A dark outline under the text: readable even where the panel is transparent.
-    cv::putText(image, l.text, {panel.x + pad, y}, font, scale, cv::Scalar(0, 0, 0), thickness + 2, cv::LINE_AA);
-    cv::putText(image, l.text, {panel.x + pad, y}, font, scale, bgr(style.text_color), thickness, cv::LINE_AA);
-    y += baseline + pad;
+    const int th = L.text_h(l.size);
+    const int baseline_y = y + th;
+    const double s = L.scale * l.size;
+    const int t = l.size > 1.2 ? L.thickness + 1 : L.thickness;
+    auto put = [&](const std::string& text, int x) {
+      // A dark outline under the text: readable even where the panel is transparent.
+      cv::putText(image, text, {x, baseline_y}, kFont, s, cv::Scalar(0, 0, 0), t + 2, cv::LINE_AA);
+      cv::putText(image, text, {x, baseline_y}, kFont, s, bgr(style.text_color), t, cv::LINE_AA);
+    };
+    put(l.text, panel.x + L.pad);
+    if (!l.right.empty()) put(l.right, panel.x + panel.width - L.pad - L.width_of(l.right, l.size));
+    y += int(th * 1.45) + L.pad / 2;
     if (l.bar >= 0) {
-      const int full = panel.width - 2 * pad;
-      const cv::Rect bar(panel.x + pad, y - pad / 2, std::max(1, int(full * std::clamp(l.bar, 0.f, 1.f))), bar_h);
+      const int full = panel.width - 2 * L.pad;
+      const int w = std::max(1, int(full * std::clamp(std::isfinite(l.bar) ? l.bar : 0.f, 0.f, 1.f)));
+      const cv::Rect bar(panel.x + L.pad, y - L.pad / 4, w, L.bar_h);
       cv::rectangle(image, bar & cv::Rect(0, 0, image.cols, image.rows), bgr(style.bar_color), cv::FILLED);
-      y += bar_h + pad / 2;
+      y += L.bar_h + L.pad / 2;
     }
   }
   return panel;

@@ -1,5 +1,7 @@
-// Draws the classification onto a frame with OpenCV (core/imgproc only): a translucent panel in a corner with the
-// top-k labels and confidence bars, the smoothed label, FPS, latency, engine and model.
+// Draws the classification onto a frame with OpenCV (core/imgproc only): a translucent panel in a corner with a
+// headline (the smoothed label or this frame's top-1, marked as which), the top-k labels with confidence bars,
+// frames per second, latency, and the stream, source and time. Sized to the frame: legible on 1080p, never more
+// than about half of a small frame.
 #pragma once
 #include <string>
 #include <vector>
@@ -13,15 +15,20 @@ namespace vc::pipeline {
 
 struct OverlayContent {
   std::vector<inference::Prediction> top;  // best first, scores are probabilities
-  std::string smoothed_label;              // "" to leave out
-  float smoothed_score = 0;
-  bool uncertain = false;
-  double fps = 0;
-  double latency_ms = 0;
+  std::string headline;                    // the big label ("" = none)
+  float headline_score = -1;               // < 0: no score shown (e.g. "uncertain")
+  std::string headline_kind;               // what the headline is: "smoothed over 5 frames", "this frame"
+  double fps = 0;                          // 0 = not known yet ("-- fps")
+  double latency_ms = -1;                  // < 0: not shown
+  std::string latency_label = "latency";   // "latency" (capture to result) or "processing" (files)
+  std::string stream, source, timestamp;   // footer
   std::string engine, model;
 };
 
 // Draws onto `bgr` (CV_8UC3). Returns the panel's rectangle (for tests).
 cv::Rect draw_overlay(cv::Mat& bgr, const OverlayContent& content, const config::Overlay& style);
+
+// "00:01:02.345" from nanoseconds; "" for negative values.
+std::string format_timestamp(int64_t ns);
 
 }  // namespace vc::pipeline

@@ -1,63 +1,159 @@
 #include "pipeline/results.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "config/config.hpp"
 #include "config/errors.hpp"
 
 namespace vc::pipeline {
+namespace {
 
-ResultsWriter::ResultsWriter(const std::string& path, std::string source) : source_(std::move(source)) {
-  if (path.empty()) return;
-  if (path == "-") {
-    file_ = stdout;
-    return;
+using json = nlohmann::ordered_json;  // keys in the order written: stream, source, frame, …
+
+json seconds(int64_t ns) { return ns >= 0 ? json(double(ns) / 1e9) : json(); }
+
+// Scores rounded to 6 digits: enough for any decision, and lines stay short.
+double rounded(double v, double scale) { return std::isfinite(v) ? std::round(v * scale) / scale : v; }
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+const char* event_name(StreamEvent::Kind k) {
+  switch (k) {
+    case StreamEvent::Kind::LabelChange: return "label_change";
+    case StreamEvent::Kind::StreamDown: return "stream_down";
+    case StreamEvent::Kind::StreamUp: return "stream_up";
+    case StreamEvent::Kind::StreamEnd: return "stream_end";
   }
-  const std::filesystem::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_) throw NoInputError(fmt::format("{}: cannot write the results file", path));
-  owned_ = true;
+  return "?";
 }
 
-ResultsWriter::~ResultsWriter() { close(); }
-
-void ResultsWriter::close() {
-  if (file_ && owned_) std::fclose(file_);
-  else if (file_) std::fflush(file_);
-  file_ = nullptr;
+std::optional<StreamEvent> LabelChangeDetector::update(const FrameResult& r, bool independent) {
+  if (independent || r.smoothed.index < 0) return std::nullopt;
+  const std::string label = r.uncertain ? "uncertain" : r.smoothed.label;
+  if (last_ == label) return std::nullopt;
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::LabelChange;
+  e.stream = r.stream;
+  e.stream_name = r.stream_name;
+  e.source = r.source;
+  e.frame = r.frame;
+  e.pts_ns = r.pts_ns;
+  e.from = last_;
+  e.to = label;
+  last_ = label;
+  return e;
 }
 
-void ResultsWriter::write(const FrameResult& r) {
-  if (!file_) return;
-  nlohmann::json top = nlohmann::json::array();
-  for (const auto& p : r.top) top.push_back({{"label", p.label}, {"index", p.index}, {"score", p.score}});
-  nlohmann::json line = {{"source", source_},
-                         {"frame", r.frame},
-                         {"pts", r.pts_ns >= 0 ? nlohmann::json(double(r.pts_ns) * 1e-9) : nlohmann::json()},
-                         {"top", top},
-                         {"latency_ms", r.latency_ms}};
+std::string to_json(const FrameResult& r, bool timing) {
+  json top = json::array();
+  for (const auto& p : r.top) {
+    top.push_back({{"label", p.label}, {"index", p.index}, {"score", std::isfinite(p.score) ? json(rounded(p.score, 1e6)) : json()}});
+  }
+  json line = {{"stream", r.stream_name}, {"source", r.source},       {"frame", r.frame},
+               {"pts", seconds(r.pts_ns)},  {"top", top},              {"latency_ms", rounded(r.latency_ms, 1e3)}};
   if (r.smoothed.index >= 0) {
     line["smoothed"] = {{"label", r.uncertain ? "uncertain" : r.smoothed.label},
                         {"index", r.smoothed.index},
-                        {"score", r.smoothed.score},
+                        {"score", std::isfinite(r.smoothed.score) ? json(rounded(r.smoothed.score, 1e6)) : json()},
                         {"uncertain", r.uncertain}};
   }
-  std::fputs((line.dump() + "\n").c_str(), file_);
-  if (r.smoothed.index >= 0) {
-    const std::string label = r.uncertain ? "uncertain" : r.smoothed.label;
-    if (last_label_ != label) {
-      nlohmann::json event = {{"event", "label_change"},
-                              {"frame", r.frame},
-                              {"pts", r.pts_ns >= 0 ? nlohmann::json(double(r.pts_ns) * 1e-9) : nlohmann::json()},
-                              {"from", last_label_ ? nlohmann::json(*last_label_) : nlohmann::json()},
-                              {"to", label}};
-      std::fputs((event.dump() + "\n").c_str(), file_);
-      last_label_ = label;
+  if (!r.finite) line["non_finite"] = true;
+  if (timing) {
+    line["timing"] = {{"queue_ms", rounded(r.stages.queue_ms, 1e3)},
+                      {"inference_ms", rounded(r.stages.inference_ms, 1e3)},
+                      {"post_ms", rounded(r.stages.post_ms, 1e3)}};
+  }
+  return dump(line);
+}
+
+std::string to_json(const StreamEvent& e) {
+  json line = {{"event", event_name(e.kind)}, {"stream", e.stream_name}, {"source", e.source}};
+  if (e.kind == StreamEvent::Kind::LabelChange) {
+    line["frame"] = e.frame;
+    line["pts"] = seconds(e.pts_ns);
+    line["from"] = e.from ? json(*e.from) : json();
+    line["to"] = e.to;
+  } else {
+    if (e.frame >= 0) line["frame"] = e.frame;
+    if (!e.reason.empty()) line["reason"] = e.reason;
+    if (e.kind == StreamEvent::Kind::StreamDown) line["attempt"] = e.attempt;
+  }
+  return dump(line);
+}
+
+JsonLinesSink::JsonLinesSink(const std::string& path_template, const std::vector<std::string>& names, bool timing)
+    : path_template_(path_template), timing_(timing) {
+  per_stream_ = path_template != "-" && path_template.find("{stream}") != std::string::npos;
+  const size_t count = per_stream_ ? names.size() : 1;
+  for (size_t i = 0; i < count; ++i) {
+    File f;
+    f.path = per_stream_ ? config::for_stream(path_template, names[i]) : path_template;
+    if (f.path == "-") {
+      f.fd = STDOUT_FILENO;
+    } else {
+      const std::filesystem::path p(f.path);
+      std::error_code ec;
+      if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+      f.fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (f.fd < 0) throw CantCreateError(fmt::format("{}: cannot write the results file: {}", f.path, std::strerror(errno)));
+      f.owned = true;
     }
+    files_.push_back(f);
+  }
+}
+
+JsonLinesSink::~JsonLinesSink() {
+  for (auto& f : files_) {
+    if (f.owned && f.fd >= 0) ::close(f.fd);
+  }
+}
+
+JsonLinesSink::File& JsonLinesSink::file_for(int stream) { return files_.at(per_stream_ ? size_t(stream) : 0); }
+
+void JsonLinesSink::write_line(int stream, const std::string& text) {
+  File& f = file_for(stream);
+  if (f.fd < 0) throw IoError(fmt::format("{}: results written after close", f.path));
+  const std::string line = text + "\n";
+  // One write(2) per line: a line is in the file whole or not at all (a partial write is an error here).
+  const ssize_t n = ::write(f.fd, line.data(), line.size());
+  if (n != ssize_t(line.size())) {
+    const int err = n < 0 ? errno : ENOSPC;
+    // A short write (disk full): cut the partial line off again, so the file ends with a whole line.
+    if (n > 0 && f.owned && ::ftruncate(f.fd, f.written) != 0) {
+      // Nothing more can be done; the error below says what happened.
+    }
+    throw IoError(fmt::format("{}: cannot write results: {}{}", f.path == "-" ? "stdout" : f.path, std::strerror(err),
+                              err == EPIPE ? " (the reader closed the pipe)" : ""));
+  }
+  f.written += n;
+}
+
+void JsonLinesSink::frame(const FrameResult& r) { write_line(r.stream, to_json(r, timing_)); }
+void JsonLinesSink::event(const StreamEvent& e) { write_line(e.stream, to_json(e)); }
+
+void JsonLinesSink::close() {
+  for (auto& f : files_) {
+    if (f.fd < 0) continue;
+    // Data written with write(2) is in the kernel; fsync makes sure a full disk or an I/O error shows now.
+    if (f.owned) {
+      const bool synced = ::fsync(f.fd) == 0 || errno == EINVAL;
+      const int err = errno;
+      const bool closed = ::close(f.fd) == 0;
+      f.fd = -1;
+      if (!synced || !closed) throw IoError(fmt::format("{}: cannot finish the results file: {}", f.path, std::strerror(err)));
+    }
+    f.fd = -1;
   }
 }
 

@@ -1,7 +1,14 @@
-// The per-frame record: one JSON line per frame (source, frame, pts, top-k, smoothed label, latency) and an
-// event line whenever the smoothed label changes.
+// What the pipeline tells the world about each frame and each stream: the per-frame result, the events (label
+// changes, a stream going down, coming back, ending), and the sinks that take them — the JSON-lines writer here,
+// MQTT (mqtt_sink.hpp), the metrics registry. Every sink gets the same results and the same events, in order per
+// stream, from one thread.
 #pragma once
+#include <cstdint>
+#include <sys/types.h>
+
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,31 +17,96 @@
 
 namespace vc::pipeline {
 
+struct StageTimes {
+  double queue_ms = 0;      // capture -> taken into a batch
+  double inference_ms = 0;  // batch taken -> logits back (preprocess + inference, two batches in flight)
+  double post_ms = 0;       // logits back -> result written
+};
+
 struct FrameResult {
+  int stream = 0;
+  std::string stream_name;
+  std::string source;       // the input (file, URI, device) or, for images, the image's file
   int64_t frame = 0;
   int64_t pts_ns = -1;
   std::vector<inference::Prediction> top;
-  inference::Prediction smoothed;  // index -1 when there is none
+  inference::Prediction smoothed;  // index -1 when there is none (images are not smoothed)
   bool uncertain = false;
-  double latency_ms = 0;
+  bool finite = true;       // false: the logits held NaN/Inf (the scores are meaningless)
+  double latency_ms = 0;    // capture -> result
+  StageTimes stages;
 };
 
-class ResultsWriter {
- public:
-  // path: a file, "-" for stdout, "" for none. Throws NoInputError if the file can't be created.
-  ResultsWriter(const std::string& path, std::string source);
-  ~ResultsWriter();
-  ResultsWriter(const ResultsWriter&) = delete;
-  ResultsWriter& operator=(const ResultsWriter&) = delete;
+struct StreamEvent {
+  enum class Kind { LabelChange, StreamDown, StreamUp, StreamEnd };
+  Kind kind = Kind::LabelChange;
+  int stream = 0;
+  std::string stream_name;
+  std::string source;
+  int64_t frame = -1;
+  int64_t pts_ns = -1;
+  std::optional<std::string> from;  // label_change: previous label (none at the first)
+  std::string to;                   // label_change: new label
+  std::string reason;               // stream_down / stream_end: why ("end of file", the error)
+  int64_t attempt = 0;              // stream_down: the restart attempt about to be made
+};
+const char* event_name(StreamEvent::Kind k);
 
-  void write(const FrameResult& r);
-  void close();
+// Which label a frame stands for (the smoothed label, or "uncertain"), and when it changes.
+class LabelChangeDetector {
+ public:
+  // The event if `r`'s label differs from the previous one of the stream; images are never compared.
+  std::optional<StreamEvent> update(const FrameResult& r, bool independent);
 
  private:
-  std::FILE* file_ = nullptr;
-  bool owned_ = false;
-  std::string source_;
-  std::optional<std::string> last_label_;
+  std::optional<std::string> last_;
 };
+
+// A consumer of results and events. Called from one thread. A sink that cannot do its job without losing data
+// that it was asked to keep (a results file on a full disk) throws vc::IoError; a best-effort sink (MQTT)
+// counts what it dropped instead.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  virtual void frame(const FrameResult& r) = 0;
+  virtual void event(const StreamEvent& e) = 0;
+  // Writes out what is pending; after close() nothing more is accepted. Throws vc::IoError.
+  virtual void close() = 0;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual int64_t dropped() const { return 0; }
+};
+
+// JSON lines, one per frame and one per event: to a file, per-stream files ({stream} in the path) or stdout ("-").
+// Every line is written with a single write(2) as soon as it is made — a crash or a second Ctrl-C never leaves
+// half a line — and every write is checked (vc::IoError: disk full, closed pipe).
+class JsonLinesSink final : public ResultSink {
+ public:
+  // Throws vc::CantCreateError when a file cannot be created.
+  JsonLinesSink(const std::string& path_template, const std::vector<std::string>& stream_names, bool timing);
+  ~JsonLinesSink() override;
+  void frame(const FrameResult& r) override;
+  void event(const StreamEvent& e) override;
+  void close() override;
+  std::string name() const override { return "results " + path_template_; }
+
+ private:
+  struct File {
+    std::string path;
+    int fd = -1;
+    bool owned = false;
+    off_t written = 0;  // bytes of whole lines written
+  };
+  void write_line(int stream, const std::string& line);
+  File& file_for(int stream);
+
+  std::string path_template_;
+  bool timing_;
+  std::vector<File> files_;       // one, or one per stream
+  bool per_stream_ = false;
+};
+
+// The JSON of a result or an event (shared by the sinks; invalid UTF-8 in names is replaced, never fatal).
+std::string to_json(const FrameResult& r, bool timing);
+std::string to_json(const StreamEvent& e);
 
 }  // namespace vc::pipeline

@@ -1,160 +1,368 @@
 #include "pipeline/runner.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <numeric>
+#include <deque>
+#include <filesystem>
 
 #include <fmt/format.h>
-#include <opencv2/core.hpp>
 
-#include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "inference/classifier.hpp"
-#include "inference/postprocess.hpp"
-#include "pipeline/output.hpp"
-#include "pipeline/overlay.hpp"
+#include "pipeline/frame_hub.hpp"
+#include "pipeline/gst_cuda.hpp"
+#include "pipeline/output_stage.hpp"
+#include "pipeline/post_stage.hpp"
 #include "pipeline/results.hpp"
-#include "pipeline/source.hpp"
+#include "pipeline/stream.hpp"
 
 namespace vc::pipeline {
 namespace {
 
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
+using namespace std::chrono_literals;
+
+struct ContextUnref {
+  void operator()(GstContext* c) const {
+    if (c) gst_context_unref(c);
+  }
+};
+using ContextPtr = std::unique_ptr<GstContext, ContextUnref>;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// An output that is one of the inputs would destroy it: refuse (same file, by device and inode).
+void refuse_overwriting_inputs(const config::Config& cfg) {
+  struct stat in_stat {};
+  std::vector<std::pair<std::string, struct stat>> inputs;
+  for (const auto& in : cfg.inputs) {
+    if ((in.kind == config::InputKind::File || in.kind == config::InputKind::Image) && ::stat(in.path.c_str(), &in_stat) == 0) {
+      inputs.emplace_back(in.path, in_stat);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> outputs;  // (key, path)
+  for (const auto& in : cfg.inputs) {
+    if (cfg.output.kind == config::OutputKind::File) outputs.emplace_back("output.path", config::for_stream(cfg.output.path, in.name));
+    if (!cfg.output.results.empty() && cfg.output.results != "-") {
+      outputs.emplace_back("output.results", config::for_stream(cfg.output.results, in.name));
+    }
+  }
+  for (const auto& [key, path] : outputs) {
+    struct stat out_stat {};
+    if (::stat(path.c_str(), &out_stat) != 0) continue;
+    for (const auto& [input, st] : inputs) {
+      if (st.st_dev == out_stat.st_dev && st.st_ino == out_stat.st_ino) {
+        throw UsageError(fmt::format("{} '{}' is the input file '{}': refusing to overwrite it", key, path, input));
+      }
+    }
+  }
+  if (cfg.output.kind == config::OutputKind::File && !cfg.output.results.empty() &&
+      std::filesystem::path(cfg.output.path).lexically_normal() == std::filesystem::path(cfg.output.results).lexically_normal()) {
+    throw ConfigError(fmt::format("output.results: '{}' is also output.path", cfg.output.results));
+  }
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, size_t(q * double(v.size())));
-  std::nth_element(v.begin(), v.begin() + long(k), v.end());
-  return v[k];
+QueuePolicy queue_policy(const config::Input& in, bool live) {
+  const bool drop = in.drop == config::DropPolicy::Drop || (in.drop == config::DropPolicy::Auto && live);
+  // A live stream keeps only the freshest frames; a file keeps a few ready so the batcher never waits on it.
+  return {drop ? size_t(2) : size_t(8), drop};
 }
 
-// "\r  120/300 frames (40%)  25.3 fps  ETA 7 s" on a terminal, at most twice a second.
+// "\r  1200/3000 frames (40%)  412.3 fps  ETA 4 s" on a terminal, at most twice a second; fps = frames / wall time.
 class Progress {
  public:
-  explicit Progress(int64_t total) : total_(total), enabled_(total > 0 && isatty(STDERR_FILENO)) {}
-  void update(int64_t frames, double fps) {
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  void update(const std::vector<std::unique_ptr<Stream>>& streams, Clock::time_point start) {
     if (!enabled_) return;
     const auto now = Clock::now();
-    if (now - last_ < std::chrono::milliseconds(500)) return;
+    if (now - last_ < 500ms) return;
     last_ = now;
-    const double eta = fps > 0 ? double(std::max<int64_t>(total_ - frames, 0)) / fps : 0;
-    fmt::print(stderr, "\r  {}/{} frames ({:.0f}%)  {:.1f} fps  ETA {:.0f} s   ", frames, total_,
-               100.0 * double(frames) / double(total_), fps, eta);
+    int64_t done = 0, total = 0;
+    bool known = true;
+    for (const auto& s : streams) {
+      done += s->stats().classified;
+      const int64_t expected = s->input().max_frames > 0 ? s->input().max_frames : s->stats().expected.load();
+      if (expected > 0 && !s->input().loop) total += expected;
+      else known = false;
+    }
+    const double elapsed = seconds_between(start, now);
+    const double fps = elapsed > 0 ? double(done) / elapsed : 0;
+    if (known && total > 0) {
+      const double eta = fps > 0 ? double(std::max<int64_t>(total - done, 0)) / fps : 0;
+      fmt::print(stderr, "\r  {}/{} frames ({:.0f}%)  {:.1f} fps  ETA {:.0f} s   ", done, total,
+                 100.0 * double(done) / double(total), fps, eta);
+    } else {
+      fmt::print(stderr, "\r  {} frames  {:.1f} fps   ", done, fps);
+    }
+    shown_ = true;
   }
   void done() {
-    if (enabled_) fmt::print(stderr, "\n");
+    if (shown_) fmt::print(stderr, "\n");
+    shown_ = false;
   }
 
  private:
-  int64_t total_;
   bool enabled_;
+  bool shown_ = false;
   Clock::time_point last_{};
 };
+
+// A one-line performance report every logging.perf_interval_s while live streams run (DeepStream's **PERF).
+class PerfReport {
+ public:
+  PerfReport(double interval_s, bool any_live) : interval_(interval_s), enabled_(interval_s > 0 && any_live) {}
+  void update(const std::vector<std::unique_ptr<Stream>>& streams) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (last_ == Clock::time_point{}) {
+      last_ = now;
+      previous_.assign(streams.size(), {0, 0});
+      return;
+    }
+    const double dt = seconds_between(last_, now);
+    if (dt < interval_) return;
+    std::string line;
+    double total = 0;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const auto& st = streams[i]->stats();
+      const int64_t frames = st.classified, drops = st.queue_dropped + st.output_dropped;
+      const double fps = double(frames - previous_[i].first) / dt;
+      total += fps;
+      line += fmt::format("{}{} {:.1f} fps, {} dropped, p99 {:.0f} ms{}", line.empty() ? "" : " | ", st.name, fps,
+                          drops - previous_[i].second, st.latency.percentile_ms(0.99),
+                          st.state == StreamState::Reconnecting ? " (reconnecting)"
+                          : st.state == StreamState::Failed    ? " (failed)" : "");
+      previous_[i] = {frames, drops};
+    }
+    vc::log::get("perf")->info("{} | total {:.1f} fps", line, total);
+    last_ = now;
+  }
+
+ private:
+  double interval_;
+  bool enabled_;
+  Clock::time_point last_{};
+  std::vector<std::pair<int64_t, int64_t>> previous_;
+};
+
+StreamSummary summarize(const Stream& s, bool interrupted) {
+  const auto& st = s.stats();
+  StreamSummary r;
+  r.name = st.name;
+  r.source = st.source;
+  r.decoder = st.decoder_name();
+  r.live = st.live;
+  r.gpu_frames = st.gpu_frames;
+  r.frames = st.classified;
+  r.dropped = st.queue_dropped;
+  r.output_dropped = st.output_dropped;
+  r.reconnects = st.reconnects;
+  r.non_finite = st.non_finite;
+  r.failed_images = st.failed_items;
+  r.fps = st.average_fps();
+  r.latency_mean_ms = st.latency.mean_ms();
+  r.latency_p50_ms = st.latency.percentile_ms(0.5);
+  r.latency_p99_ms = st.latency.percentile_ms(0.99);
+  r.queue_ms = st.queue_wait.mean_ms();
+  r.inference_ms = st.inference.mean_ms();
+  r.post_ms = st.post.mean_ms();
+  r.output_ms = st.output.mean_ms();
+  if (auto f = s.failure()) {
+    r.status = "failed";
+    r.error = f->message;
+  } else {
+    r.status = interrupted ? "interrupted" : "ok";
+  }
+  return r;
+}
 
 }  // namespace
 
 RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
   auto log = vc::log::get("pipeline");
+  refuse_overwriting_inputs(cfg);
   auto classifier = inference::Classifier::create(cfg);
-  auto source = Source::open(cfg.input);
-  ResultsWriter results(cfg.output.results, source->description());
-  inference::Smoother smoother(cfg.smoothing.window, float(cfg.smoothing.threshold));
-  std::unique_ptr<Output> output;
-  Progress progress(cfg.input.max_frames > 0 && source->total_frames() > 0
-                        ? std::min(cfg.input.max_frames, source->total_frames())
-                        : source->total_frames());
-
-  RunSummary summary;
-  std::vector<double> latencies;
-  const auto start = Clock::now();
-  double fps = 0;
-  auto last_frame_time = start;
   const std::string model_name = classifier->architecture().size() > 40 ? "ResNet" : classifier->architecture();
 
-  auto finish = [&] {
+  // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on.
+  const bool draw = cfg.output.kind != config::OutputKind::None;
+  ContextPtr cuda_context;
+  if (classifier->cuda_device() >= 0 && !draw) {
+    try {
+      cuda_context.reset(make_shared_cuda_context(classifier->cuda_device()));
+    } catch (const Error& e) {
+      log->warn("NVDEC frames will be copied through host memory: {}", e.what());
+    }
+  }
+
+  std::vector<QueuePolicy> policies;
+  for (const auto& in : cfg.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
+  FrameHub hub(policies);
+  std::atomic<bool> stopping{false};
+  PostStage* events_to = nullptr;  // set below, before any stream starts (events come only from running streams)
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (size_t i = 0; i < cfg.inputs.size(); ++i) {
+    StreamEnvironment env{&hub, [&events_to](StreamEvent e) { events_to->submit(std::move(e)); }, cuda_context.get(), &stopping};
+    streams.push_back(std::make_unique<Stream>(int(i), cfg.inputs[i], cuda_context != nullptr, env));
+  }
+  std::vector<StreamStats*> stats;
+  std::vector<std::string> names;
+  for (auto& s : streams) {
+    stats.push_back(&s->stats());
+    names.push_back(s->stats().name);
+  }
+  OutputStage outputs(cfg, stats, classifier->engine_name(), model_name);
+  std::vector<std::unique_ptr<ResultSink>> sinks;
+  if (!cfg.output.results.empty()) sinks.push_back(std::make_unique<JsonLinesSink>(cfg.output.results, names, cfg.output.results_timing));
+  PostStage post(cfg, classifier->labels(), classifier->num_classes(), stats, std::move(sinks), outputs);
+  events_to = &post;
+
+  RunSummary summary;
+  summary.engine = classifier->engine_name();
+  const auto start = Clock::now();
+  bool any_live = false, any_file = false;
+  for (auto& s : streams) (s->live() ? any_live : any_file) = true;
+  Progress progress(any_file);
+  PerfReport perf(cfg.logging.perf_interval_s, any_live);
+
+  auto shut_down = [&] {
+    stopping = true;
+    hub.shutdown();
     progress.done();
-    if (output) output->finish();
-    results.close();
-    summary.dropped = source ? source->dropped() : 0;
-    summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (!latencies.empty()) {
-      summary.mean_latency_ms = std::accumulate(latencies.begin(), latencies.end(), 0.0) / double(latencies.size());
-      summary.p50_latency_ms = percentile(latencies, 0.50);
-      summary.p99_latency_ms = percentile(latencies, 0.99);
+    post.finish();
+    outputs.finish();
+    for (auto& s : streams) {
+      if (!s->join_for(3s)) {
+        log->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
+        (void)s.release();  // its thread still uses it: never destroy it under that thread
+      }
     }
   };
 
+  struct InFlight {
+    std::vector<Frame> frames;
+    std::vector<int> finished;
+  };
+  std::deque<InFlight> in_flight;
+  std::vector<float> logits;
+  std::vector<inference::FrameView> views;
+  auto deliver = [&] {
+    InFlight b = std::move(in_flight.front());
+    in_flight.pop_front();
+    classifier->collect(logits);
+    post.submit(ClassifiedBatch{std::move(b.frames), logits, Clock::now(), std::move(b.finished)});
+  };
+
   try {
-    while (!stop.load()) {
-      if (cfg.input.max_frames > 0 && summary.frames >= cfg.input.max_frames) break;
-      std::vector<Frame> batch;
-      auto first = source->next();
-      if (!first) {
-        if (cfg.input.loop && !source->live() && summary.frames > 0) {
-          source = Source::open(cfg.input);  // start the file again
-          continue;
+    for (auto& s : streams) s->start();
+    const auto fill = std::chrono::microseconds(int64_t(cfg.inference.batch_timeout_ms * 1000));
+    const size_t max_batch = size_t(classifier->max_batch());
+    for (;;) {
+      if (!stopping && (stop.load() > 0 || post.wants_stop() || outputs.wants_stop())) {
+        stopping = true;
+        summary.interrupted = stop.load() > 0;
+      }
+      auto frames = hub.pop_batch(max_batch, fill);
+      auto finished = hub.take_drained();
+      progress.update(streams, start);
+      perf.update(streams);
+      if (frames.empty()) {
+        if (!finished.empty()) {
+          if (in_flight.empty()) {
+            post.submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(finished)});
+          } else {
+            auto& f = in_flight.back().finished;
+            f.insert(f.end(), finished.begin(), finished.end());
+          }
         }
-        break;
+        if (hub.all_done()) break;
+        continue;
       }
-      batch.push_back(std::move(*first));
-      while (int(batch.size()) < classifier->max_batch()) {
-        auto more = source->poll();
-        if (!more) break;
-        batch.push_back(std::move(*more));
-      }
-      if (cfg.input.max_frames > 0) {
-        batch.resize(size_t(std::min<int64_t>(int64_t(batch.size()), cfg.input.max_frames - summary.frames)));
-      }
-      std::vector<inference::FrameView> views;
-      for (const auto& f : batch) views.push_back(f.view);
-      const auto logits = classifier->classify(views);
-
-      for (size_t i = 0; i < batch.size(); ++i) {
-        const Frame& f = batch[i];
-        const auto probs = inference::softmax(logits[i]);
-        FrameResult r;
-        r.frame = f.index;
-        r.pts_ns = f.pts_ns;
-        r.top = inference::top_k(probs, cfg.model.top_k, classifier->labels());
-        const auto s = smoother.update(probs);
-        const auto& labels = classifier->labels();
-        r.smoothed = {s.index, s.score, labels.empty() ? fmt::format("class {}", s.index) : labels[size_t(s.index)]};
-        r.uncertain = s.uncertain;
-
-        if (cfg.output.kind != "none") {
-          if (!output) output = Output::open(cfg.output, f.view.width, f.view.height, source->fps());
-          cv::Mat image = cv::Mat(f.view.height, f.view.width, CV_8UC3, const_cast<uint8_t*>(f.view.planes[0]),
-                                  size_t(f.view.strides[0])).clone();
-          OverlayContent content{r.top, r.smoothed.label, r.smoothed.score, r.uncertain, fps,
-                                 ms_between(f.captured, Clock::now()), classifier->engine_name(), model_name};
-          draw_overlay(image, content, cfg.overlay);
-          output->push(image);
-        }
-        const auto now = Clock::now();
-        r.latency_ms = ms_between(f.captured, now);
-        latencies.push_back(r.latency_ms);
-        results.write(r);
-        const double dt = std::chrono::duration<double>(now - last_frame_time).count();
-        last_frame_time = now;
-        if (dt > 0) fps = fps == 0 ? 1.0 / dt : 0.9 * fps + 0.1 / dt;
-        ++summary.frames;
-      }
-      progress.update(summary.frames, fps);
+      views.clear();
+      for (const auto& f : frames) views.push_back(f.view);
+      classifier->submit(views);
+      in_flight.push_back({std::move(frames), std::move(finished)});
+      if (int(in_flight.size()) >= classifier->max_in_flight()) deliver();
     }
+    while (!in_flight.empty()) deliver();
   } catch (...) {
     try {
-      finish();  // still finalize what was written
+      shut_down();
     } catch (const std::exception& e) {
       log->error("while finishing after an error: {}", e.what());
     }
     throw;
   }
-  summary.interrupted = stop.load() > 0;
-  finish();
+  shut_down();
+
+  summary.seconds = seconds_between(start, Clock::now());
+  LatencyHistogram all;
+  for (auto& s : streams) {
+    if (!s) continue;
+    auto row = summarize(*s, summary.interrupted);
+    summary.frames += row.frames;
+    summary.dropped += row.dropped + row.output_dropped;
+    summary.streams.push_back(std::move(row));
+  }
+  // The run's overall percentiles, from every frame of every stream.
+  std::vector<double> p50s;
+  for (auto& s : streams) {
+    if (s) summary.latency_p99_ms = std::max(summary.latency_p99_ms, s->stats().latency.percentile_ms(0.99));
+    if (s) p50s.push_back(s->stats().latency.percentile_ms(0.5));
+  }
+  if (!p50s.empty()) {
+    std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
+    summary.latency_p50_ms = p50s[p50s.size() / 2];
+  }
+  // Exit status: lost results or video first (they lose data the user asked for), then failed streams.
+  for (const auto& f : {post.failure(), outputs.failure()}) {
+    if (!f) continue;
+    summary.problems.push_back(f->message);
+    if (summary.code == ExitCode::kOk) summary.code = f->code;
+  }
+  for (const auto& s : streams) {
+    if (!s) continue;
+    if (auto f = s->failure()) {
+      summary.problems.push_back(fmt::format("stream {}: {}", s->stats().name, f->message));
+      if (summary.code == ExitCode::kOk) summary.code = f->code;
+    }
+  }
+  for (const auto& [sink, dropped] : post.sink_drops()) {
+    if (dropped > 0) log->warn("{}: {} message(s) dropped", sink, dropped);
+  }
   return summary;
+}
+
+std::string format_summary(const RunSummary& s) {
+  std::string out = fmt::format("{:<12} {:>8} {:>7} {:>8} {:>9} {:>9} {:>9}  {}\n", "stream", "frames", "dropped", "fps",
+                                "lat mean", "lat p50", "lat p99", "status");
+  for (const auto& r : s.streams) {
+    std::string status = r.status;
+    if (r.reconnects) status += fmt::format(", {} restart(s)", r.reconnects);
+    if (r.non_finite) status += fmt::format(", {} NaN frame(s)", r.non_finite);
+    if (r.output_dropped) status += fmt::format(", {} not drawn", r.output_dropped);
+    if (!r.decoder.empty()) status += fmt::format(", {}{}", r.decoder, r.gpu_frames ? " (GPU frames)" : "");
+    out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>6.1f} ms {:>6.1f} ms {:>6.1f} ms  {}\n", r.name, r.frames,
+                       r.dropped + r.output_dropped, r.fps, r.latency_mean_ms, r.latency_p50_ms, r.latency_p99_ms, status);
+    if (!r.error.empty()) out += fmt::format("{:<12} {}\n", "", r.error);
+  }
+  const double fps = s.seconds > 0 ? double(s.frames) / s.seconds : 0;
+  out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
+                     fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
+  if (!s.streams.empty()) {
+    double q = 0, i = 0, p = 0, o = 0;
+    for (const auto& r : s.streams) {
+      q += r.queue_ms;
+      i += r.inference_ms;
+      p += r.post_ms;
+      o += r.output_ms;
+    }
+    const double n = double(s.streams.size());
+    out += fmt::format("where the time goes (mean per frame): queue {:.1f} ms, preprocess + inference {:.1f} ms, "
+                       "post-processing {:.1f} ms, overlay + encode {:.1f} ms\n", q / n, i / n, p / n, o / n);
+  }
+  return out;
 }
 
 }  // namespace vc::pipeline

@@ -1,23 +1,44 @@
-// The application's main loop: capture -> preprocess + infer (batched when frames queue up) -> post-process ->
-// overlay -> output, with the per-frame JSON record, a progress line for files and a summary at the end.
+// The application's run: every input stream -> the batcher -> the engine (two batches in flight) -> per-stream
+// post-processing, result sinks and video outputs, with a progress line for files, a periodic performance report
+// for live streams, and a summary per stream at the end.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "config/config.hpp"
+#include "config/errors.hpp"
 
 namespace vc::pipeline {
 
-struct RunSummary {
-  int64_t frames = 0;
-  int64_t dropped = 0;
-  double seconds = 0;
-  double mean_latency_ms = 0, p50_latency_ms = 0, p99_latency_ms = 0;
-  bool interrupted = false;
+struct StreamSummary {
+  std::string name, source, decoder, status;  // status: "ok", "interrupted", "failed"
+  std::string error;                          // why it failed
+  int64_t frames = 0, dropped = 0, output_dropped = 0, reconnects = 0, non_finite = 0, failed_images = 0;
+  bool live = false, gpu_frames = false;
+  double fps = 0;
+  double latency_mean_ms = 0, latency_p50_ms = 0, latency_p99_ms = 0;
+  double queue_ms = 0, inference_ms = 0, post_ms = 0, output_ms = 0;  // mean per stage
 };
 
-// Runs until the input ends, `stop` becomes non-zero (Ctrl-C), or input.max_frames frames. Outputs are always
-// finalized. Throws vc::Error subclasses for the app to map to exit codes.
+struct RunSummary {
+  std::vector<StreamSummary> streams;
+  int64_t frames = 0, dropped = 0;
+  double seconds = 0;
+  double latency_p50_ms = 0, latency_p99_ms = 0;
+  bool interrupted = false;
+  std::string engine;
+  ExitCode code = ExitCode::kOk;              // kOk, or what went wrong first (a lost result, a failed stream)
+  std::vector<std::string> problems;          // every failure, one line each
+};
+
+// Runs until every stream has ended, `stop` becomes non-zero (Ctrl-C), or something that loses data happens.
+// Outputs are always finalized. Set-up problems throw vc::Error subclasses; problems during the run end up in
+// the summary's code and problems.
 RunSummary run(const config::Config& config, const std::atomic<int>& stop);
+
+// The end-of-run table: one line per stream, then the totals.
+std::string format_summary(const RunSummary& summary);
 
 }  // namespace vc::pipeline

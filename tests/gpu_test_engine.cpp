@@ -218,7 +218,7 @@ TEST_CASE("the Classifier picks cuDNN for device auto and agrees with the CPU cl
   cfg.inference.batch_size = 2;
   auto gpu = Classifier::create(cfg);
   CHECK(gpu->engine_name().find("cuDNN") != std::string::npos);
-  cfg.inference.device = "cpu";
+  cfg.inference.device = config::Device::Cpu;
   auto cpu = Classifier::create(cfg);
   std::vector<std::vector<uint8_t>> pixels;
   std::vector<FrameView> frames;
@@ -235,6 +235,19 @@ TEST_CASE("the Classifier picks cuDNN for device auto and agrees with the CPU cl
   const auto single = gpu->classify(std::span<const FrameView>(frames.data(), 1));
   REQUIRE(single.size() == 1);
   CHECK(relative_error(single[0], c[0]) <= 1e-2);
+  // Two batches in flight (the pipeline's way): submitted back to back, collected in order, same logits.
+  REQUIRE(gpu->max_in_flight() == 2);
+  gpu->submit(std::span<const FrameView>(frames.data() + 1, 1));
+  gpu->submit(frames);
+  std::vector<float> first, second;
+  gpu->collect(first);
+  gpu->collect(second);
+  const size_t k = size_t(gpu->num_classes());
+  REQUIRE(first.size() == k);
+  REQUIRE(second.size() == 2 * k);
+  CHECK(relative_error(first, c[1]) <= 1e-2);
+  CHECK(relative_error(std::vector<float>(second.begin(), second.begin() + long(k)), c[0]) <= 1e-2);
+  CHECK(relative_error(std::vector<float>(second.begin() + long(k), second.end()), c[1]) <= 1e-2);
 }
 
 TEST_SUITE_END();

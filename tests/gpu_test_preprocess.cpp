@@ -103,17 +103,62 @@ TEST_CASE("frames already in device memory give the same result as host frames")
   DeviceBuffer<uint8_t> dev(frame.bytes.size());
   CUDA_CHECK(cudaMemcpy(dev.get(), frame.bytes.data(), frame.bytes.size(), cudaMemcpyHostToDevice));
   FrameView dview = frame.view;
+  dview.memory = MemoryKind::Device;
   for (int i = 0; i < 2; ++i) dview.planes[i] = dev.get() + (frame.view.planes[i] - frame.bytes.data());
   PreprocessParams p;
-  GpuPreprocessor pre(p, 1, stream);
+  GpuPreprocessor pre(p, 1, stream, 2);
   DeviceBuffer<__half> a(224 * 224 * 3), b(224 * 224 * 3);
-  pre.run(std::span<const FrameView>(&frame.view, 1), a.get());
-  pre.run_device(std::span<const FrameView>(&dview, 1), b.get());
+  pre.run(std::span<const FrameView>(&frame.view, 1), a.get(), 0);
+  pre.run(std::span<const FrameView>(&dview, 1), b.get(), 1);
   std::vector<uint16_t> ha(a.size()), hb(b.size());
   CUDA_CHECK(cudaStreamSynchronize(stream));
   CUDA_CHECK(cudaMemcpy(ha.data(), a.get(), a.bytes(), cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(hb.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost));
   CHECK(ha == hb);
+}
+
+TEST_CASE("one batch mixing formats, host and device memory, full and limited range matches frame by frame") {
+  CudaStream stream = make_stream();
+  PreprocessParams p;
+  p.size = 96;
+  p.mode = ResizeMode::Letterbox;
+  // NV12 (device, BT.709 limited), I420 (host, BT.601 full range, as JPEG decoders give), BGR (host), NV12 (host,
+  // full range): the batch interleaves formats so each frame must land in its own output position.
+  std::vector<TestFrame> frames;
+  frames.push_back(random_frame(PixelFormat::NV12, 640, 360, 0));
+  frames.push_back(random_frame(PixelFormat::I420, 97, 55, 3));
+  frames.push_back(random_frame(PixelFormat::BGR, 160, 120, 1));
+  frames.push_back(random_frame(PixelFormat::NV12, 31, 47, 5));
+  frames[0].view.matrix = YuvMatrix::BT709;
+  frames[1].view.full_range = true;
+  frames[3].view.full_range = true;
+  DeviceBuffer<uint8_t> dev(frames[0].bytes.size());
+  CUDA_CHECK(cudaMemcpy(dev.get(), frames[0].bytes.data(), dev.bytes(), cudaMemcpyHostToDevice));
+  std::vector<FrameView> views;
+  for (auto& f : frames) views.push_back(f.view);
+  views[0].memory = MemoryKind::Device;
+  for (int i = 0; i < 2; ++i) views[0].planes[i] = dev.get() + (frames[0].view.planes[i] - frames[0].bytes.data());
+
+  const size_t per = size_t(p.size) * p.size * p.channels;
+  GpuPreprocessor pre(p, 4, stream, 2);
+  DeviceBuffer<__half> out(per * 4);
+  for (int round = 0; round < 3; ++round) {  // both staging slots, reused
+    CAPTURE(round);
+    CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream));
+    pre.run(views, out.get(), round % 2);
+    std::vector<uint16_t> gpu(per * 4), cpu(per * 4);
+    CUDA_CHECK(cudaMemcpyAsync(gpu.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < 4; ++i) preprocess_cpu(frames[size_t(i)].view, p, cpu.data() + per * size_t(i));
+    CHECK(compare(gpu, cpu) <= 2.0);
+  }
+  // Full range must differ from limited range on the same bytes (the flag is honoured, not ignored).
+  FrameView limited = frames[1].view;
+  limited.full_range = false;
+  std::vector<uint16_t> a(per), b(per);
+  preprocess_cpu(frames[1].view, p, a.data());
+  preprocess_cpu(limited, p, b.data());
+  CHECK(a != b);
 }
 
 TEST_SUITE_END();

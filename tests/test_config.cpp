@@ -31,7 +31,7 @@ TEST_CASE("an empty document gives every default") {
   const Config c = parse_config("");
   const Config defaults;
   CHECK(c.model.top_k == defaults.model.top_k);
-  CHECK(c.input.kind == "test");
+  CHECK(c.inputs.at(0).kind == InputKind::Test);
   CHECK(c.model.mean[1] == doctest::Approx(0.456));
   CHECK(to_yaml(c) == to_yaml(defaults));
 }
@@ -47,7 +47,9 @@ overlay: {position: bottom-right, text_color: [255, 255, 0]}
 smoothing: {window: 10, threshold: 0.5}
 logging: {level: debug}
 )");
-  CHECK(c.input.kind == "file");
+  CHECK(c.input.kind == InputKind::File);
+  CHECK(c.inputs.size() == 1);
+  CHECK(c.inputs[0].path == "a.mp4");
   CHECK(c.input.fps == doctest::Approx(29.97));
   CHECK(c.input.loop);
   CHECK(c.output.rtsp_port == 9000);
@@ -58,6 +60,14 @@ logging: {level: debug}
   CHECK(c.overlay.text_color == Rgb{255, 255, 0});
   CHECK(c.smoothing.window == 10);
   CHECK(c.logging.level == "debug");
+  CHECK(c.output.kind == OutputKind::Rtsp);
+  CHECK(c.model.resize == Resize::Letterbox);
+  CHECK(c.inference.device == Device::Cpu);
+  CHECK(c.inference.precision == Precision::Tf32Stem);
+  CHECK(c.overlay.position == Corner::BottomRight);
+  CHECK(c.input.drop == DropPolicy::Block);
+  CHECK(c.is_set("model.top_k"));
+  CHECK(!c.is_set("model.bn_eps"));
   // A round trip through YAML keeps every value.
   CHECK(to_yaml(parse_config(to_yaml(c))) == to_yaml(c));
 }
@@ -65,12 +75,21 @@ logging: {level: debug}
 TEST_CASE("rejections name the file, line, column and key path") {
   CHECK(rejection("model:\n  top_k: 0\n") == "test.yaml:2:10: model.top_k: 0 is out of range [1, 100]");
   CHECK(rejection("model:\n  colour: red\n").rfind("test.yaml:2:3: model.colour: unknown key (known: weights", 0) == 0);
-  CHECK(rejection("modle:\n  top_k: 3\n").rfind("test.yaml:1:1: modle: unknown section (known: input, output", 0) == 0);
+  CHECK(rejection("modle:\n  top_k: 3\n").rfind("test.yaml:1:1: modle: unknown section (did you mean model?) (known: input, inputs, output", 0) == 0);
   CHECK(rejection("model:\n  top_k: three\n") == "test.yaml:2:10: model.top_k: expected an integer, got 'three'");
   CHECK(rejection("model:\n  top_k: 2.5\n") == "test.yaml:2:10: model.top_k: expected an integer, got '2.5'");
   CHECK(rejection("input:\n  loop: maybe\n") == "test.yaml:2:9: input.loop: expected true or false, got 'maybe'");
   CHECK(rejection("input:\n  kind: dvd\n") ==
         "test.yaml:2:9: input.kind: 'dvd' is not one of: webcam, file, uri, image, test");
+  CHECK(rejection("input:\n  kind: fiel\n") ==
+        "test.yaml:2:9: input.kind: 'fiel' is not one of: webcam, file, uri, image, test (did you mean file?)");
+  CHECK(rejection("model:\n  topk: 3\n").rfind("test.yaml:2:3: model.topk: unknown key (did you mean top_k?) (known: weights", 0) == 0);
+  CHECK(rejection("input:\n  reconnect: {attempt: 3}\n").rfind("test.yaml:2:15: input.reconnect.attempt: unknown key (did you mean attempts?)", 0) == 0);
+  // Keys that are not names (a list as a key) are configuration errors, not crashes.
+  CHECK(rejection("? [a, b]\n: 1\n").find("a key must be a name") != std::string::npos);
+  CHECK(rejection("inference:\n  algorithms: {[x]: 1}\n").find("a key must be a name") != std::string::npos);
+  CHECK(rejection("inputs: []\n").find("inputs: expected a list of input sections") != std::string::npos);
+  CHECK(rejection("inputs:\n  - {kind: file, pathh: a.mp4}\n").find("inputs.0.pathh: unknown key (did you mean path?)") != std::string::npos);
   CHECK(rejection("model:\n  mean: [1, 2]\n") ==
         "test.yaml:2:9: model.mean: expected a list of 3 numbers, got a list");
   CHECK(rejection("model:\n  std: [1, 0, 1]\n") == "test.yaml:2:8: model.std[1]: 0 is out of range [1e-06, 10]");
@@ -86,6 +105,8 @@ TEST_CASE("rejections name the file, line, column and key path") {
 
 TEST_CASE("load_config reads files and reports missing ones as missing input") {
   CHECK_THROWS_AS(load_config("/nonexistent/config.yaml"), NoInputError);
+  CHECK_THROWS_WITH_AS(load_config(std::filesystem::temp_directory_path().string()), doctest::Contains("is a directory"),
+                       NoInputError);
   const auto path = std::filesystem::temp_directory_path() / "vc-test-config.yaml";
   std::ofstream(path) << "model:\n  top_k: 7\n";
   CHECK(load_config(path.string()).model.top_k == 7);
@@ -100,7 +121,7 @@ TEST_CASE("load_config reads files and reports missing ones as missing input") {
   std::filesystem::remove(path);
 }
 
-TEST_CASE("--set overrides any key with YAML-typed values") {
+TEST_CASE("--set overrides any key; string keys take the text as typed") {
   Config c;
   apply_override(c, "model.top_k=3");
   apply_override(c, "model.mean=[0.1, 0.2, 0.3]");
@@ -109,54 +130,136 @@ TEST_CASE("--set overrides any key with YAML-typed values") {
   apply_override(c, "inference.algorithms={conv1: 1}");
   CHECK(c.model.top_k == 3);
   CHECK(c.model.mean[2] == doctest::Approx(0.3));
-  CHECK(c.input.loop);
+  CHECK(c.inputs[0].loop);
   CHECK(c.output.results.empty());
   CHECK(c.inference.algorithms.at("conv1") == 1);
+  // "-" (stdout) is text, not a YAML list; quotes are YAML's and come off.
+  apply_override(c, "output.results=-");
+  CHECK(c.output.results == "-");
+  apply_override(c, "output.results='out/r.jsonl'");
+  CHECK(c.output.results == "out/r.jsonl");
+  apply_override(c, "model.labels=a: b.txt");
+  CHECK(c.model.labels == "a: b.txt");
   CHECK_THROWS_WITH_AS(apply_override(c, "model.top_k=0"), "--set model.top_k=0: model.top_k: 0 is out of range [1, 100]",
                        ConfigError);
-  CHECK_THROWS_WITH_AS(apply_override(c, "model.nope=1"), "--set model.nope=1: model.nope: unknown key", ConfigError);
+  CHECK_THROWS_WITH_AS(apply_override(c, "model.topk=3"), "--set model.topk=3: model.topk: unknown key (did you mean model.top_k?)",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(apply_override(c, "inference.algorithms={[x]: 1}"), doctest::Contains("a key must be a name"), ConfigError);
   CHECK_THROWS_AS(apply_override(c, "novalue"), ConfigError);
   CHECK_THROWS_AS(apply_override(c, "=3"), ConfigError);
+  CHECK(c.is_set("model.top_k"));
+}
+
+TEST_CASE("several streams: inputs list with input defaults, per-stream and all-stream overrides") {
+  Config c = parse_config(R"(
+input: {fps: 15, drop: drop}
+inputs:
+  - {kind: file, path: a.mp4, name: door}
+  - {kind: test, pattern: ball}
+)");
+  REQUIRE(c.inputs.size() == 2);
+  CHECK(c.inputs[0].kind == InputKind::File);
+  CHECK(c.inputs[0].fps == doctest::Approx(15));  // from input:
+  CHECK(c.inputs[1].pattern == "ball");
+  CHECK(c.inputs[1].drop == DropPolicy::Drop);
+  apply_override(c, "inputs.1.pattern=snow");
+  apply_override(c, "inputs[0].loop=true");
+  apply_override(c, "input.max_frames=9");
+  CHECK(c.inputs[1].pattern == "snow");
+  CHECK(c.inputs[0].loop);
+  CHECK(!c.inputs[1].loop);
+  CHECK((c.inputs[0].max_frames == 9 && c.inputs[1].max_frames == 9));
+  CHECK_THROWS_WITH_AS(apply_override(c, "inputs.5.loop=true"), doctest::Contains("there are 2 stream(s)"), ConfigError);
+  validate(c);
+  CHECK(c.inputs[0].name == "door");
+  CHECK(c.inputs[1].name == "stream1");
+  // Several streams cannot share one output file.
+  c.output.kind = OutputKind::File;
+  c.output.path = "out.mp4";
+  CHECK_THROWS_WITH_AS(validate(c), doctest::Contains("put {stream} in the path"), ConfigError);
+  c.output.path = "out/{stream}.mp4";
+  CHECK_NOTHROW(validate(c));
+  CHECK(for_stream(c.output.path, "door") == "out/door.mp4");
+  c.output.path = "mosaic.mp4";
+  c.output.tiled = true;
+  CHECK_NOTHROW(validate(c));
+  c.inputs[1].name = "door";
+  CHECK_THROWS_WITH_AS(validate(c), doctest::Contains("names two streams"), ConfigError);
+  c.inputs[1].name = "a b";
+  CHECK_THROWS_AS(validate(c), ConfigError);
+}
+
+TEST_CASE("paths in a config file resolve against the file's directory") {
+  const auto dir = std::filesystem::temp_directory_path() / "vc-config-dir";
+  std::filesystem::create_directories(dir / "sub");
+  const auto file = dir / "sub" / "job.yaml";
+  std::ofstream(file) << "input: {kind: file, path: clip.mp4}\noutput: {kind: file, path: ../out/x.mp4, results: '-'}\n"
+                         "model: {weights: /abs/w.safetensors, labels: labels.txt}\n";
+  const Config c = load_config(file.string());
+  CHECK(c.inputs[0].path == (dir / "sub" / "clip.mp4").string());
+  CHECK(c.output.path == (dir / "out" / "x.mp4").string());
+  CHECK(c.output.results == "-");
+  CHECK(c.model.weights == "/abs/w.safetensors");
+  CHECK(c.model.labels == (dir / "sub" / "labels.txt").string());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("--input and --output shorthands pick the kind") {
+  Input in;
+  set_input(in, "/dev/video2");
+  CHECK((in.kind == InputKind::Webcam && in.device == "/dev/video2"));
+  set_input(in, "rtsp://cam/stream");
+  CHECK((in.kind == InputKind::Uri && in.uri == "rtsp://cam/stream"));
+  set_input(in, "test:ball");
+  CHECK((in.kind == InputKind::Test && in.pattern == "ball"));
+  set_input(in, "shots/*.jpg");
+  CHECK(in.kind == InputKind::Image);
+  set_input(in, "movie.mkv");
+  CHECK((in.kind == InputKind::File && in.path == "movie.mkv"));
+  CHECK_THROWS_AS(set_input(in, ""), UsageError);
   Config c;
-  set_input(c, "/dev/video2");
-  CHECK((c.input.kind == "webcam" && c.input.device == "/dev/video2"));
-  set_input(c, "rtsp://cam/stream");
-  CHECK((c.input.kind == "uri" && c.input.uri == "rtsp://cam/stream"));
-  set_input(c, "test:ball");
-  CHECK((c.input.kind == "test" && c.input.pattern == "ball"));
-  set_input(c, "shots/*.jpg");
-  CHECK(c.input.kind == "image");
-  set_input(c, "movie.mkv");
-  CHECK((c.input.kind == "file" && c.input.path == "movie.mkv"));
   set_output(c, "rtsp://0.0.0.0:9554/live");
-  CHECK((c.output.kind == "rtsp" && c.output.rtsp_port == 9554 && c.output.rtsp_path == "/live"));
+  CHECK((c.output.kind == OutputKind::Rtsp && c.output.rtsp_port == 9554 && c.output.rtsp_path == "/live"));
   CHECK(c.output.rtsp_address == "0.0.0.0");
   set_output(c, "rtsp://127.0.0.1/cam");
   CHECK((c.output.rtsp_address == "127.0.0.1" && c.output.rtsp_port == 9554 && c.output.rtsp_path == "/cam"));
   set_output(c, "none");
-  CHECK(c.output.kind == "none");
+  CHECK(c.output.kind == OutputKind::None);
   set_output(c, "x.mp4");
-  CHECK((c.output.kind == "file" && c.output.path == "x.mp4"));
-  CHECK_THROWS_AS(set_output(c, "rtsp://host:99999/x"), ConfigError);
+  CHECK((c.output.kind == OutputKind::File && c.output.path == "x.mp4"));
+  set_output(c, "labelled/");
+  CHECK((c.output.kind == OutputKind::Images && c.output.path == "labelled/"));
+  set_output(c, "out/%s.jpg");
+  CHECK(c.output.kind == OutputKind::Images);
+  CHECK_THROWS_AS(set_output(c, "rtsp://host:99999/x"), UsageError);
+  CHECK_THROWS_AS(set_output(c, "rtsp://host:123456789012345678901/x"), UsageError);
+  CHECK_THROWS_WITH_AS(set_output(c, "screen"), doctest::Contains("display"), UsageError);
+  CHECK_THROWS_AS(set_output(c, ""), UsageError);
 }
 
 TEST_CASE("validate checks what single keys cannot") {
   Config c;
   CHECK_NOTHROW(validate(c));
-  c.input.kind = "file";
+  c.inputs[0].kind = InputKind::File;
   CHECK_THROWS_WITH_AS(validate(c), "input.path: required when input.kind is file", ConfigError);
-  c.input.path = "a.mp4";
-  c.output.kind = "file";
+  c.inputs[0].path = "a.mp4";
+  c.output.kind = OutputKind::File;
   c.output.path = "out.avi";
   CHECK_THROWS_AS(validate(c), ConfigError);
   c.output.path = "out.mp4";
-  c.input.width = 640;
+  c.inputs[0].width = 640;
   CHECK_THROWS_AS(validate(c), ConfigError);
-  c.input.height = 480;
+  c.inputs[0].height = 480;
   CHECK_NOTHROW(validate(c));
+  c.inputs[0].width = 2;
+  c.inputs[0].height = 2;
+  CHECK_THROWS_WITH_AS(validate(c), doctest::Contains("too small"), ConfigError);
+}
+
+TEST_CASE("config output prints numbers in their shortest exact form") {
+  const auto yaml = to_yaml(Config{});
+  CHECK(yaml.find("0.485") != std::string::npos);
+  CHECK(yaml.find("0.48499999") == std::string::npos);
 }
 
 TEST_CASE("every shipped config parses and validates") {

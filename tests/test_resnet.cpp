@@ -2,7 +2,9 @@
 // PyTorch's logits and a naive convolution.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "config/errors.hpp"
@@ -11,6 +13,7 @@
 #include "inference/cpu/cpu_ops.hpp"
 #include "inference/model/half.hpp"
 #include "inference/postprocess.hpp"
+#include "inference/model/model_card.hpp"
 #include "inference/model/resnet.hpp"
 #include "test_helpers.hpp"
 
@@ -69,10 +72,10 @@ TEST_CASE("labels must match the class count") {
   const auto dir = std::filesystem::temp_directory_path();
   std::ofstream(dir / "vc-labels-9.txt") << "a\nb\nc\nd\ne\nf\ng\nh\ni\n";
   std::ofstream(dir / "vc-labels-blank.txt") << "a\n\nb\n";
-  config::Model m;
-  m.weights = fixture("basic_narrow.safetensors");
-  m.labels = (dir / "vc-labels-9.txt").string();
-  CHECK_THROWS_WITH_AS(load_model(m), doctest::Contains("has 9 labels but"), DataError);
+  config::Config c;
+  c.model.weights = fixture("basic_narrow.safetensors");
+  c.model.labels = (dir / "vc-labels-9.txt").string();
+  CHECK_THROWS_WITH_AS(load_model(c), doctest::Contains("has 9 labels but"), DataError);
   CHECK_THROWS_WITH_AS(load_labels((dir / "vc-labels-blank.txt").string()), doctest::Contains(":2: empty label"), DataError);
   CHECK_THROWS_AS(load_labels("/nonexistent/labels.txt"), NoInputError);
 }
@@ -173,10 +176,11 @@ TEST_CASE("end to end: weights file -> Classifier (CPU) -> top-k labels") {
   cfg.model.weights = fixture("bottleneck_narrow.safetensors");
   cfg.model.labels = labels_path;
   cfg.model.input_size = 64;
-  cfg.model.resize = "stretch";
+  cfg.model.resize = config::Resize::Stretch;
   cfg.model.mean = {0, 0, 0};
   cfg.model.std = {1, 1, 1};
-  cfg.inference.device = "cpu";
+  cfg.inference.device = config::Device::Cpu;
+  cfg.inference.batch_size = 2;
   auto classifier = Classifier::create(cfg);
   CHECK(classifier->engine_name().find("CPU") != std::string::npos);
   REQUIRE(classifier->labels().size() == 10);
@@ -207,6 +211,66 @@ TEST_CASE("end to end: weights file -> Classifier (CPU) -> top-k labels") {
     CHECK(top[0].score == doctest::Approx(want[0].score).epsilon(1e-4));
     CHECK(top[0].score >= top[1].score);
   }
+}
+
+TEST_CASE("a model file's card sets its preprocessing and labels unless the configuration says otherwise") {
+  ResNetSpec spec = named_resnet("resnet18", 3);
+  spec.base_channels = 8;
+  spec.width_per_group = 8;
+  spec.blocks = {1, 1, 1, 1};
+  ModelCard card;
+  card.input_size = 96;
+  card.resize = "letterbox";
+  card.mean = std::array<double, 3>{0.5, 0.5, 0.5};
+  card.std = std::array<double, 3>{0.25, 0.25, 0.25};
+  card.labels = {"cat", "dog", "bird"};
+  const auto path = (std::filesystem::temp_directory_path() / "vc-card.safetensors").string();
+  write_safetensors(path, random_resnet_tensors(spec, 3), model_card_metadata(card));
+  config::Config c;
+  c.model.weights = path;
+  auto loaded = load_model(c);
+  CHECK(loaded.settings.model.input_size == 96);
+  CHECK(loaded.settings.model.resize == config::Resize::Letterbox);
+  CHECK(loaded.settings.model.std[0] == doctest::Approx(0.25));
+  CHECK(loaded.settings.labels == std::vector<std::string>{"cat", "dog", "bird"});
+  CHECK(std::any_of(loaded.settings.provenance.begin(), loaded.settings.provenance.end(),
+                    [](const std::string& l) { return l == "model.input_size = 96 (the model file)"; }));
+  // An explicit key wins over the card.
+  c.model.input_size = 64;
+  c.explicit_keys.insert("model.input_size");
+  loaded = load_model(c);
+  CHECK(loaded.settings.model.input_size == 64);
+  CHECK(loaded.settings.model.resize == config::Resize::Letterbox);
+  // A malformed card is a data error naming the key.
+  write_safetensors(path, random_resnet_tensors(spec, 3), {{"input_size", "big"}});
+  CHECK_THROWS_WITH_AS(load_model(c), doctest::Contains("metadata 'input_size'"), DataError);
+  write_safetensors(path, random_resnet_tensors(spec, 3), {{"labels", "[\"a\", \"b\"]"}});
+  c.model.labels.clear();
+  CHECK_THROWS_WITH_AS(load_model(c), doctest::Contains("has 2 labels but"), DataError);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("weights with NaN or Inf are rejected at load, naming the tensor") {
+  ResNetSpec spec = named_resnet("resnet18", 3);
+  spec.base_channels = 8;
+  spec.width_per_group = 8;
+  spec.blocks = {1, 1, 1, 1};
+  auto tensors = random_resnet_tensors(spec, 5);
+  for (auto& t : tensors) {
+    if (t.name == "layer2.0.conv1.weight") t.values[7] = std::numeric_limits<float>::quiet_NaN();
+  }
+  const auto path = (std::filesystem::temp_directory_path() / "vc-nan.safetensors").string();
+  write_safetensors(path, tensors);
+  config::Config c;
+  c.model.weights = path;
+  CHECK_THROWS_WITH_AS(load_model(c), doctest::Contains("tensor 'layer2.0.conv1.weight' holds NaN at element 7"), DataError);
+  for (auto& t : tensors) {
+    if (t.name == "layer2.0.conv1.weight") t.values[7] = 0;
+    if (t.name == "fc.bias") t.values[1] = std::numeric_limits<float>::infinity();
+  }
+  write_safetensors(path, tensors);
+  CHECK_THROWS_WITH_AS(load_model(c), doctest::Contains("'fc.bias' holds Inf"), DataError);
+  std::filesystem::remove(path);
 }
 
 TEST_SUITE_END();

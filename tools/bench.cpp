@@ -65,7 +65,8 @@ json bench_preprocess(int loops) {
   DeviceBuffer<uint8_t> dev(frame.size());
   CUDA_CHECK(cudaMemcpy(dev.get(), frame.data(), frame.size(), cudaMemcpyHostToDevice));
   const auto host_view = packed_frame_view(PixelFormat::NV12, w, h, frame.data());
-  const auto dev_view = packed_frame_view(PixelFormat::NV12, w, h, dev.get());
+  auto dev_view = packed_frame_view(PixelFormat::NV12, w, h, dev.get());
+  dev_view.memory = MemoryKind::Device;
   PreprocessParams p;
   p.size = 224;
   DeviceBuffer<__half> out(224 * 224 * 3);
@@ -73,8 +74,8 @@ json bench_preprocess(int loops) {
   DeviceBuffer<GpuFrameDesc> ddesc(1);
   CUDA_CHECK(cudaMemcpy(ddesc.get(), &desc, sizeof desc, cudaMemcpyHostToDevice));
   const double kernel_ms = time_gpu(stream, [&] { launch_preprocess(ddesc.get(), 1, PixelFormat::NV12, p, out.get(), stream); }, 50, loops);
-  GpuPreprocessor pre(p, 1, stream, frame.size());
-  const double device_ms = time_gpu(stream, [&] { pre.run_device(std::span(&dev_view, 1), out.get()); }, 20, loops, 20);
+  GpuPreprocessor pre(p, 1, stream, 1, frame.size());
+  const double device_ms = time_gpu(stream, [&] { pre.run(std::span(&dev_view, 1), out.get()); }, 20, loops, 20);
   const double host_ms = time_gpu(stream, [&] { pre.run(std::span(&host_view, 1), out.get()); }, 5, loops, 20);
   return {{"frame", "1920x1080 NV12"}, {"output", "224x224x3 FP16"}, {"kernel_us", kernel_ms * 1000},
           {"device_frame_us", device_ms * 1000}, {"host_frame_us", host_ms * 1000}};

@@ -17,8 +17,13 @@ struct Rgb {
 
 float clamp255(float v) { return std::min(255.f, std::max(0.f, v)); }
 
-Rgb yuv_to_rgb(float y, float u, float v, YuvMatrix m) {
-  const float c = 1.164383f * (y - 16.f), d = u - 128.f, e = v - 128.f;
+Rgb yuv_to_rgb(float y, float u, float v, YuvMatrix m, bool full_range) {
+  const float d = u - 128.f, e = v - 128.f;
+  if (full_range) {
+    if (m == YuvMatrix::BT709) return {clamp255(y + 1.5748f * e), clamp255(y - 0.187324f * d - 0.468124f * e), clamp255(y + 1.8556f * d)};
+    return {clamp255(y + 1.402f * e), clamp255(y - 0.344136f * d - 0.714136f * e), clamp255(y + 1.772f * d)};
+  }
+  const float c = 1.164383f * (y - 16.f);
   if (m == YuvMatrix::BT709) {
     return {clamp255(c + 1.792741f * e), clamp255(c - 0.213249f * d - 0.532909f * e), clamp255(c + 2.112402f * d)};
   }
@@ -35,12 +40,12 @@ Rgb pixel(const FrameView& f, int x, int y) {
     case PixelFormat::BGRx: return {float(row[4 * x + 2]), float(row[4 * x + 1]), float(row[4 * x])};
     case PixelFormat::NV12: {
       const uint8_t* uv = f.planes[1] + long(y / 2) * f.strides[1] + 2 * (x / 2);
-      return yuv_to_rgb(row[x], uv[0], uv[1], f.matrix);
+      return yuv_to_rgb(row[x], uv[0], uv[1], f.matrix, f.full_range);
     }
     case PixelFormat::I420: {
       const uint8_t u = f.planes[1][long(y / 2) * f.strides[1] + x / 2];
       const uint8_t v = f.planes[2][long(y / 2) * f.strides[2] + x / 2];
-      return yuv_to_rgb(row[x], u, v, f.matrix);
+      return yuv_to_rgb(row[x], u, v, f.matrix, f.full_range);
     }
   }
   return {0, 0, 0};

@@ -9,6 +9,9 @@
 #include <cudnn.h>
 #include <fmt/format.h>
 
+#include "config/errors.hpp"
+#include "inference/cuda/cuda_check.hpp"
+
 namespace vc::inference {
 namespace {
 
@@ -22,6 +25,31 @@ std::string read_driver_version() {
 }
 
 }  // namespace
+
+void* primary_cuda_context(int device) {
+  // The runtime creates the device's primary context on first use and makes it current; the driver API (reached
+  // through the runtime, so that nothing links libcuda directly) names it.
+  CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaFree(nullptr));
+  using GetCurrent = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*)
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || !fn) {
+    cudaGetLastError();
+    throw UnavailableError("the CUDA driver does not provide cuCtxGetCurrent");
+  }
+  void* context = nullptr;
+  if (reinterpret_cast<GetCurrent>(fn)(&context) != 0 || !context) {
+    throw UnavailableError(fmt::format("no CUDA context on device {}", device));
+  }
+  return context;
+}
+
+std::string build_versions() {
+  return fmt::format("CUDA {} (runtime linked statically), cuDNN {}", cuda_version_string(CUDART_VERSION),
+                     cudnn_version_string(CUDNN_VERSION));
+}
 
 std::string cudnn_version_string(size_t v) {
   return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);

@@ -30,6 +30,14 @@ struct GpuReport {
 // Never throws: every failure is recorded in the report.
 GpuReport probe_gpus();
 
+// The driver API's handle of the primary context the CUDA runtime uses on `device` (a CUcontext), made
+// current on this thread: what GStreamer's NVDEC decoders must use so that their frames are valid device
+// pointers for our kernels. Throws vc::UnavailableError when the driver cannot give it.
+void* primary_cuda_context(int device);
+
+// The CUDA runtime and cuDNN this binary was built with: "CUDA 13.0 (static), cuDNN 9.19.0".
+std::string build_versions();
+
 // "9.19.0" from 91900; "13.0" from 13000 (CUDA style).
 std::string cudnn_version_string(size_t v);
 std::string cuda_version_string(int v);

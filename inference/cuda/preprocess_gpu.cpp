@@ -1,5 +1,6 @@
 #include "inference/cuda/preprocess_gpu.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -7,70 +8,90 @@
 #include "config/errors.hpp"
 
 namespace vc::inference {
+namespace {
 
-GpuPreprocessor::GpuPreprocessor(const PreprocessParams& params, int max_batch, cudaStream_t stream,
+constexpr size_t kAlign = 256;  // plane starts in the staging buffers: aligned for the kernel's loads
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+GpuPreprocessor::GpuPreprocessor(const PreprocessParams& params, int max_batch, cudaStream_t stream, int slots,
                                  size_t reserve_frame_bytes)
-    : params_(params),
-      max_batch_(max_batch),
-      stream_(stream),
-      pinned_frames_(reserve_frame_bytes * max_batch),
-      device_frames_(reserve_frame_bytes * max_batch),
-      pinned_descs_(max_batch),
-      device_descs_(max_batch),
-      staging_free_(make_event()) {}
-
-void GpuPreprocessor::upload_descs(std::span<const FrameView> views) {
-  for (size_t i = 0; i < views.size(); ++i) {
-    pinned_descs_.get()[i] = {views[i], resize_geometry(views[i].width, views[i].height, params_)};
+    : params_(params), max_batch_(max_batch), stream_(stream) {
+  if (max_batch < 1 || slots < 1) throw InternalError("GpuPreprocessor: max_batch and slots must be >= 1");
+  for (int i = 0; i < slots; ++i) {
+    Slot s;
+    s.pinned_frames = PinnedBuffer<uint8_t>(reserve_frame_bytes * size_t(max_batch));
+    s.device_frames = DeviceBuffer<uint8_t>(reserve_frame_bytes * size_t(max_batch));
+    s.pinned_descs = PinnedBuffer<GpuFrameDesc>(size_t(max_batch));
+    s.device_descs = DeviceBuffer<GpuFrameDesc>(size_t(max_batch));
+    s.consumed = make_event();
+    slots_.push_back(std::move(s));
   }
-  CUDA_CHECK(cudaMemcpyAsync(device_descs_.get(), pinned_descs_.get(), views.size() * sizeof(GpuFrameDesc),
-                             cudaMemcpyHostToDevice, stream_));
 }
 
-void GpuPreprocessor::run_device(std::span<const FrameView> frames, __half* out) {
-  if (frames.empty() || int(frames.size()) > max_batch_) {
-    throw DataError(fmt::format("preprocess: {} frames for a batch of at most {}", frames.size(), max_batch_));
-  }
-  for (const auto& f : frames) {
-    validate_frame(f);
-    if (f.format != frames[0].format) throw DataError("preprocess: all frames of a batch must have one pixel format");
-  }
-  // The descriptor staging is reused: wait until the previous batch's copy of it has left.
-  if (staging_used_) CUDA_CHECK(cudaEventSynchronize(staging_free_));
-  upload_descs(frames);
-  launch_preprocess(device_descs_.get(), int(frames.size()), frames[0].format, params_, out, stream_);
-  CUDA_CHECK(cudaEventRecord(staging_free_, stream_));
-  staging_used_ = true;
-}
-
-void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out) {
-  if (frames.empty() || int(frames.size()) > max_batch_) {
-    throw DataError(fmt::format("preprocess: {} frames for a batch of at most {}", frames.size(), max_batch_));
-  }
+size_t GpuPreprocessor::staging_bytes() const {
   size_t total = 0;
+  for (const auto& s : slots_) total += s.device_frames.bytes() + s.pinned_frames.bytes();
+  return total;
+}
+
+void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out, int slot_index) {
+  if (frames.empty() || int(frames.size()) > max_batch_) {
+    throw DataError(fmt::format("preprocess: {} frames for a batch of at most {}", frames.size(), max_batch_));
+  }
+  if (slot_index < 0 || slot_index >= int(slots_.size())) throw InternalError("preprocess: no such staging slot");
+  Slot& slot = slots_[size_t(slot_index)];
+  size_t host_bytes = 0;
   for (const auto& f : frames) {
     validate_frame(f);
-    for (int i = 0; i < plane_count(f.format); ++i) total += (plane_span_bytes(f, i) + 255) / 256 * 256;
-  }
-  if (staging_used_) CUDA_CHECK(cudaEventSynchronize(staging_free_));
-  staging_used_ = false;
-  if (total > device_frames_.size()) {  // a larger frame than any before: grow once
-    pinned_frames_ = PinnedBuffer<uint8_t>(total);
-    device_frames_ = DeviceBuffer<uint8_t>(total);
-  }
-  // Host -> pinned (CPU copy), then one async copy of the whole batch to the device.
-  std::vector<FrameView> device_views(frames.begin(), frames.end());
-  size_t offset = 0;
-  for (size_t k = 0; k < frames.size(); ++k) {
-    for (int i = 0; i < plane_count(frames[k].format); ++i) {
-      const size_t bytes = plane_span_bytes(frames[k], i);
-      std::memcpy(pinned_frames_.get() + offset, frames[k].planes[i], bytes);
-      device_views[k].planes[i] = device_frames_.get() + offset;
-      offset += (bytes + 255) / 256 * 256;
+    if (f.memory == MemoryKind::Host) {
+      for (int i = 0; i < plane_count(f.format); ++i) host_bytes += aligned(plane_span_bytes(f, i));
     }
   }
-  CUDA_CHECK(cudaMemcpyAsync(device_frames_.get(), pinned_frames_.get(), offset, cudaMemcpyHostToDevice, stream_));
-  run_device(device_views, out);
+  // The slot's buffers are reused: wait until the GPU has read what was staged in them last time.
+  if (slot.used) CUDA_CHECK(cudaEventSynchronize(slot.consumed));
+  if (host_bytes > slot.device_frames.size()) {  // a larger batch than any before: grow once
+    slot.pinned_frames = PinnedBuffer<uint8_t>(host_bytes);
+    slot.device_frames = DeviceBuffer<uint8_t>(host_bytes);
+  }
+  // Host frames -> pinned (CPU copy), then one async copy of all of them to the device. Descriptors are grouped by
+  // pixel format (one kernel instantiation each); each keeps the output position of its frame.
+  GpuFrameDesc* descs = slot.pinned_descs.get();
+  size_t offset = 0, count = 0;
+  std::vector<PixelFormat> formats;
+  for (const auto& f : frames) {
+    if (std::find(formats.begin(), formats.end(), f.format) == formats.end()) formats.push_back(f.format);
+  }
+  std::vector<std::pair<size_t, size_t>> groups;  // (first desc, count) per format, in `formats` order
+  for (PixelFormat format : formats) {
+    const size_t first = count;
+    for (size_t k = 0; k < frames.size(); ++k) {
+      const FrameView& f = frames[k];
+      if (f.format != format) continue;
+      FrameView view = f;
+      if (f.memory == MemoryKind::Host) {
+        for (int i = 0; i < plane_count(f.format); ++i) {
+          const size_t bytes = plane_span_bytes(f, i);
+          std::memcpy(slot.pinned_frames.get() + offset, f.planes[i], bytes);
+          view.planes[i] = slot.device_frames.get() + offset;
+          offset += aligned(bytes);
+        }
+        view.memory = MemoryKind::Device;
+      }
+      descs[count++] = {view, resize_geometry(f.width, f.height, params_), int(k)};
+    }
+    groups.emplace_back(first, count - first);
+  }
+  if (offset) {
+    CUDA_CHECK(cudaMemcpyAsync(slot.device_frames.get(), slot.pinned_frames.get(), offset, cudaMemcpyHostToDevice, stream_));
+  }
+  CUDA_CHECK(cudaMemcpyAsync(slot.device_descs.get(), descs, count * sizeof(GpuFrameDesc), cudaMemcpyHostToDevice, stream_));
+  for (size_t g = 0; g < groups.size(); ++g) {
+    launch_preprocess(slot.device_descs.get() + groups[g].first, int(groups[g].second), formats[g], params_, out, stream_);
+  }
+  CUDA_CHECK(cudaEventRecord(slot.consumed, stream_));
+  slot.used = true;
 }
 
 }  // namespace vc::inference

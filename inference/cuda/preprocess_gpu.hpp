@@ -1,6 +1,6 @@
-// The CUDA preprocessing: a batch of frames (RGB/BGR/RGBA/BGRx/NV12/I420, any size and stride) to normalized
-// NHWC FP16 at the model's input size, in one launch. Follows exactly the rules in preprocess.hpp; the CPU
-// reference there is its oracle.
+// The CUDA preprocessing: a batch of frames (RGB/BGR/RGBA/BGRx/NV12/I420, any size and stride, any mix of
+// formats, in host or device memory) to normalized NHWC FP16 at the model's input size — one kernel launch per
+// pixel format in the batch. Follows exactly the rules in preprocess.hpp; the CPU reference there is its oracle.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -9,37 +9,43 @@
 #include <vector>
 
 #include "inference/cuda/cuda_memory.hpp"
-#include "inference/preprocess.hpp"
 #include "inference/cuda/preprocess_kernels.hpp"
+#include "inference/preprocess.hpp"
 
 namespace vc::inference {
 
-// Owns the staging memory: copies host frames through pinned buffers to the device (async, on `stream`)
-// and launches the kernel. Staging grows only when a frame larger than any before arrives.
+// Owns the staging memory, in `slots` independent sets so that a new batch can be staged while the previous
+// one is still being read on the GPU. Host frames are copied through pinned memory to the device (async, on
+// `stream`); device frames are read where they are. Staging is sized at construction and grows only when a
+// batch larger than any before arrives.
 class GpuPreprocessor {
  public:
-  GpuPreprocessor(const PreprocessParams& params, int max_batch, cudaStream_t stream, size_t reserve_frame_bytes = 0);
+  GpuPreprocessor(const PreprocessParams& params, int max_batch, cudaStream_t stream, int slots = 1,
+                  size_t reserve_frame_bytes = 0);
 
-  // Frames in host memory.
-  void run(std::span<const FrameView> host_frames, __half* out);
-  // Frames already in device memory.
-  void run_device(std::span<const FrameView> device_frames, __half* out);
+  // Enqueues the preprocessing of `frames` into `out` (frames.size() images) using staging slot `slot`. Waits
+  // only if the slot's previous batch has not yet been read by the GPU. The frames' memory must stay valid
+  // until the work enqueued here has completed (record an event on stream() after it).
+  void run(std::span<const FrameView> frames, __half* out, int slot = 0);
 
   [[nodiscard]] const PreprocessParams& params() const { return params_; }
-  [[nodiscard]] size_t staging_bytes() const { return device_frames_.bytes(); }
+  [[nodiscard]] cudaStream_t stream() const { return stream_; }
+  [[nodiscard]] size_t staging_bytes() const;
 
  private:
-  void upload_descs(std::span<const FrameView> device_views);
+  struct Slot {
+    PinnedBuffer<uint8_t> pinned_frames;
+    DeviceBuffer<uint8_t> device_frames;
+    PinnedBuffer<GpuFrameDesc> pinned_descs;
+    DeviceBuffer<GpuFrameDesc> device_descs;
+    CudaEvent consumed;  // the GPU has read everything staged in this slot
+    bool used = false;
+  };
 
   PreprocessParams params_;
   int max_batch_;
   cudaStream_t stream_;
-  PinnedBuffer<uint8_t> pinned_frames_;
-  DeviceBuffer<uint8_t> device_frames_;
-  PinnedBuffer<GpuFrameDesc> pinned_descs_;
-  DeviceBuffer<GpuFrameDesc> device_descs_;
-  CudaEvent staging_free_;  // the last upload from pinned_frames_ has finished
-  bool staging_used_ = false;
+  std::vector<Slot> slots_;
 };
 
 }  // namespace vc::inference

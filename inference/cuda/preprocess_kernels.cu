@@ -19,8 +19,15 @@ struct Params {
 
 __device__ __forceinline__ float clamp255(float v) { return fminf(255.f, fmaxf(0.f, v)); }
 
-__device__ __forceinline__ float3 yuv_to_rgb(float y, float u, float v, YuvMatrix m) {
-  const float c = 1.164383f * (y - 16.f), d = u - 128.f, e = v - 128.f;
+__device__ __forceinline__ float3 yuv_to_rgb(float y, float u, float v, YuvMatrix m, bool full_range) {
+  const float d = u - 128.f, e = v - 128.f;
+  if (full_range) {
+    if (m == YuvMatrix::BT709) {
+      return make_float3(clamp255(y + 1.5748f * e), clamp255(y - 0.187324f * d - 0.468124f * e), clamp255(y + 1.8556f * d));
+    }
+    return make_float3(clamp255(y + 1.402f * e), clamp255(y - 0.344136f * d - 0.714136f * e), clamp255(y + 1.772f * d));
+  }
+  const float c = 1.164383f * (y - 16.f);
   if (m == YuvMatrix::BT709) {
     return make_float3(clamp255(c + 1.792741f * e), clamp255(c - 0.213249f * d - 0.532909f * e), clamp255(c + 2.112402f * d));
   }
@@ -36,12 +43,12 @@ __device__ __forceinline__ float3 load_rgb(const FrameView& f, int x, int y) {
   if constexpr (F == PixelFormat::BGRx) return make_float3(row[4 * x + 2], row[4 * x + 1], row[4 * x]);
   if constexpr (F == PixelFormat::NV12) {
     const uint8_t* uv = f.planes[1] + size_t(y / 2) * f.strides[1] + 2 * (x / 2);
-    return yuv_to_rgb(row[x], uv[0], uv[1], f.matrix);
+    return yuv_to_rgb(row[x], uv[0], uv[1], f.matrix, f.full_range);
   }
   if constexpr (F == PixelFormat::I420) {
     const uint8_t u = f.planes[1][size_t(y / 2) * f.strides[1] + x / 2];
     const uint8_t v = f.planes[2][size_t(y / 2) * f.strides[2] + x / 2];
-    return yuv_to_rgb(row[x], u, v, f.matrix);
+    return yuv_to_rgb(row[x], u, v, f.matrix, f.full_range);
   }
   return make_float3(0, 0, 0);
 }
@@ -72,7 +79,7 @@ __global__ void preprocess_kernel(const GpuFrameDesc* __restrict__ descs, Params
     c = make_float3(lerp2(p00.x, p01.x, p10.x, p11.x), lerp2(p00.y, p01.y, p10.y, p11.y),
                     lerp2(p00.z, p01.z, p10.z, p11.z));
   }
-  __half* o = out + (size_t(blockIdx.y) * p.size * p.size + pixel) * p.channels;
+  __half* o = out + (size_t(d.out_index) * p.size * p.size + pixel) * p.channels;
   o[0] = __float2half_rn(c.x * p.scale[0] + p.shift[0]);
   o[1] = __float2half_rn(c.y * p.scale[1] + p.shift[1]);
   o[2] = __float2half_rn(c.z * p.scale[2] + p.shift[2]);

@@ -12,10 +12,11 @@ namespace vc::inference {
 struct GpuFrameDesc {
   FrameView view;
   ResizeGeometry geometry;
+  int out_index = 0;  // which image of the output batch this frame fills
 };
 
-// Launches the kernel for `n` frames described by `descs` (a device array; all frames one format) into
-// `out` (n x size x size x channels). Asynchronous on `stream`.
+// Launches the kernel for `n` frames described by `descs` (a device array; all frames one format); frame i
+// fills image descs[i].out_index of `out` (a batch of size x size x channels images). Asynchronous on `stream`.
 void launch_preprocess(const GpuFrameDesc* descs, int n, PixelFormat format, const PreprocessParams& p, __half* out,
                        cudaStream_t stream);
 

@@ -1,5 +1,5 @@
-// A bounded queue between threads, with the two policies the sources need: block the producer when full
-// (files: back-pressure, nothing lost) or drop the oldest item (live sources: the latest frame wins).
+// A bounded queue between two threads, with the two policies the pipeline needs when it is full: block the
+// producer (nothing lost) or drop the oldest item (stay current; the drop is counted).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -10,9 +10,9 @@
 namespace vc::pipeline {
 
 template <typename T>
-class FrameQueue {
+class BoundedQueue {
  public:
-  explicit FrameQueue(size_t capacity) : capacity_(capacity) {}
+  explicit BoundedQueue(size_t capacity) : capacity_(capacity) {}
 
   // Blocks while full (until there is room or the queue is closed). False if closed.
   bool push_wait(T item) {
@@ -60,10 +60,6 @@ class FrameQueue {
   [[nodiscard]] bool closed_and_empty() const {
     std::lock_guard lock(mutex_);
     return closed_ && items_.empty();
-  }
-  [[nodiscard]] size_t size() const {
-    std::lock_guard lock(mutex_);
-    return items_.size();
   }
 
  private:

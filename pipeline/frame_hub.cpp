@@ -1,0 +1,122 @@
+#include "pipeline/frame_hub.hpp"
+
+#include <algorithm>
+
+namespace vc::pipeline {
+
+FrameHub::FrameHub(std::vector<QueuePolicy> streams) {
+  for (auto& p : streams) {
+    Queue q;
+    q.policy = p;
+    q.policy.capacity = std::max<size_t>(p.capacity, 1);
+    queues_.push_back(std::move(q));
+  }
+}
+
+bool FrameHub::push(Frame frame) {
+  std::unique_lock lock(mutex_);
+  Queue& q = queues_.at(size_t(frame.stream));
+  if (!q.policy.drop_oldest) {
+    space_freed_.wait(lock, [&] { return q.frames.size() < q.policy.capacity || q.closed || shut_; });
+  }
+  if (q.closed || shut_) return false;
+  if (q.frames.size() >= q.policy.capacity) {
+    q.frames.pop_front();  // the stalest frame goes: a live source must stay current
+    ++q.dropped;
+  }
+  q.frames.push_back(std::move(frame));
+  frame_arrived_.notify_one();
+  return true;
+}
+
+void FrameHub::close(int stream) {
+  std::lock_guard lock(mutex_);
+  queues_.at(size_t(stream)).closed = true;
+  frame_arrived_.notify_all();
+  space_freed_.notify_all();
+}
+
+void FrameHub::shutdown() {
+  std::lock_guard lock(mutex_);
+  shut_ = true;
+  frame_arrived_.notify_all();
+  space_freed_.notify_all();
+}
+
+bool FrameHub::any_waiting() const {
+  return std::any_of(queues_.begin(), queues_.end(), [](const Queue& q) { return !q.frames.empty(); });
+}
+
+bool FrameHub::all_drained() const {
+  return std::all_of(queues_.begin(), queues_.end(), [](const Queue& q) { return q.closed && q.frames.empty(); });
+}
+
+void FrameHub::take_round_robin(std::vector<Frame>& batch, size_t max) {
+  const size_t n = queues_.size();
+  bool took = true;
+  while (batch.size() < max && took) {
+    took = false;
+    for (size_t k = 0; k < n && batch.size() < max; ++k) {
+      const size_t s = (next_stream_ + k) % n;
+      Queue& q = queues_[s];
+      if (q.frames.empty()) continue;
+      batch.push_back(std::move(q.frames.front()));
+      q.frames.pop_front();
+      took = true;
+      if (batch.size() == max) next_stream_ = (s + 1) % n;  // the next batch starts after the last stream served
+    }
+  }
+  space_freed_.notify_all();
+}
+
+bool FrameHub::all_done() const {
+  std::lock_guard lock(mutex_);
+  return all_drained() || (shut_ && !any_waiting());
+}
+
+std::vector<Frame> FrameHub::pop_batch(size_t max, std::chrono::microseconds fill_timeout,
+                                       std::chrono::milliseconds first_wait) {
+  std::vector<Frame> batch;
+  std::unique_lock lock(mutex_);
+  frame_arrived_.wait_for(lock, first_wait, [&] { return any_waiting() || all_drained() || shut_; });
+  if (!any_waiting()) return batch;
+  const auto deadline = Clock::now() + fill_timeout;
+  take_round_robin(batch, max);
+  while (batch.size() < max && !shut_ && !all_drained()) {
+    if (!frame_arrived_.wait_until(lock, deadline, [&] { return any_waiting() || shut_ || all_drained(); })) break;
+    take_round_robin(batch, max);
+  }
+  const auto now = Clock::now();
+  for (auto& f : batch) f.batched = now;
+  return batch;
+}
+
+std::vector<int> FrameHub::take_drained() {
+  std::lock_guard lock(mutex_);
+  std::vector<int> out;
+  for (size_t s = 0; s < queues_.size(); ++s) {
+    Queue& q = queues_[s];
+    if (q.closed && q.frames.empty() && !q.drained_reported) {
+      q.drained_reported = true;
+      out.push_back(int(s));
+    }
+  }
+  return out;
+}
+
+int64_t FrameHub::dropped(int stream) const {
+  std::lock_guard lock(mutex_);
+  return queues_.at(size_t(stream)).dropped;
+}
+
+size_t FrameHub::queued(int stream) const {
+  std::lock_guard lock(mutex_);
+  return queues_.at(size_t(stream)).frames.size();
+}
+
+bool FrameHub::closed(int stream) const {
+  std::lock_guard lock(mutex_);
+  return queues_.at(size_t(stream)).closed;
+}
+
+}  // namespace vc::pipeline

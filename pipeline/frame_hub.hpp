@@ -1,0 +1,69 @@
+// Where the streams' frames wait for the engine (the job of DeepStream's nvstreammux): one bounded queue per
+// stream, with the stream's policy when it is full — block the producer (files: back-pressure, nothing lost) or
+// drop the stalest frame (live sources: the latest frame wins, drops counted) — and a batcher that takes up to
+// N frames round-robin across the streams, so that no stream starves, waiting at most a timeout to fill a batch.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "pipeline/frame.hpp"
+
+namespace vc::pipeline {
+
+struct QueuePolicy {
+  size_t capacity = 8;
+  bool drop_oldest = false;
+};
+
+class FrameHub {
+ public:
+  explicit FrameHub(std::vector<QueuePolicy> streams);
+
+  // Producer side (a source's streaming thread). A blocking stream waits while its queue is full; a dropping one
+  // drops its oldest frame. False when the stream is closed or the hub shut down (the frame is discarded).
+  bool push(Frame frame);
+  // No more frames will come from this stream (it ended or gave up). Frames already queued are still delivered.
+  void close(int stream);
+  // Ends everything now: producers are released, pop_batch returns what is left and then nothing.
+  void shutdown();
+
+  // Consumer side: waits for a first frame, then takes frames round-robin (one per stream per round, starting
+  // after the stream served last) until `max` are taken; when fewer are waiting it waits up to `fill_timeout`
+  // after the first frame for more. Empty when every stream is closed and drained, or after shutdown().
+  // `first_wait` bounds the wait for the first frame (then it returns empty, so the caller can look around).
+  std::vector<Frame> pop_batch(size_t max, std::chrono::microseconds fill_timeout,
+                               std::chrono::milliseconds first_wait = std::chrono::milliseconds(200));
+  // Every stream closed and drained: nothing more will come.
+  [[nodiscard]] bool all_done() const;
+  // The streams that became closed and drained since the last call (each reported once).
+  std::vector<int> take_drained();
+
+  [[nodiscard]] int64_t dropped(int stream) const;
+  [[nodiscard]] size_t queued(int stream) const;
+  [[nodiscard]] bool closed(int stream) const;
+
+ private:
+  struct Queue {
+    QueuePolicy policy;
+    std::deque<Frame> frames;
+    bool closed = false;
+    bool drained_reported = false;
+    int64_t dropped = 0;
+  };
+  bool any_waiting() const;     // mutex held
+  bool all_drained() const;     // mutex held
+  void take_round_robin(std::vector<Frame>& batch, size_t max);  // mutex held
+
+  mutable std::mutex mutex_;
+  std::condition_variable frame_arrived_, space_freed_;
+  std::vector<Queue> queues_;
+  size_t next_stream_ = 0;  // where the next round starts
+  bool shut_ = false;
+};
+
+}  // namespace vc::pipeline

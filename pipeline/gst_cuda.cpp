@@ -1,0 +1,36 @@
+#include "pipeline/gst_cuda.hpp"
+
+#define GST_USE_UNSTABLE_API  // gst-plugins-bad's CUDA library (1.22) is declared unstable; we use 4 calls of it
+#include <gst/cuda/gstcudacontext.h>
+#include <gst/cuda/gstcudamemory.h>
+#include <gst/cuda/gstcudautils.h>
+
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
+#include "inference/cuda/gpu_info.hpp"
+
+namespace vc::pipeline {
+
+GstContext* make_shared_cuda_context(int device) {
+  void* primary = inference::primary_cuda_context(device);
+  // A wrapped context: GStreamer pushes it around its own CUDA calls and never destroys it.
+  GstCudaContext* wrapped = gst_cuda_context_new_wrapped(static_cast<CUcontext>(primary), CUdevice(device));
+  if (!wrapped) throw UnavailableError(fmt::format("GStreamer cannot use the CUDA context of GPU {}", device));
+  GstContext* context = gst_context_new_cuda_context(wrapped);
+  gst_object_unref(wrapped);  // the GstContext holds its own reference
+  return context;
+}
+
+GstMapFlags cuda_map_flags() { return GstMapFlags(GST_MAP_READ | GST_MAP_CUDA); }
+
+bool is_cuda_buffer(GstBuffer* buffer) {
+  static const bool init = [] {
+    gst_cuda_memory_init_once();
+    return true;
+  }();
+  (void)init;
+  return gst_buffer_n_memory(buffer) > 0 && gst_is_cuda_memory(gst_buffer_peek_memory(buffer, 0));
+}
+
+}  // namespace vc::pipeline

@@ -1,0 +1,410 @@
+#include "pipeline/gst_source.hpp"
+
+#include <gst/app/gstappsink.h>
+#include <gst/video/video.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "config/logging.hpp"
+#include "pipeline/decoders.hpp"
+#include "pipeline/gst_cuda.hpp"
+#include "pipeline/gst_probe.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A sample mapped as a video frame; unmapped and released together, when the last holder of the frame lets go.
+struct MappedSample {
+  SamplePtr sample;
+  GstVideoFrame frame{};
+  bool mapped = false;
+  ~MappedSample() {
+    if (mapped) gst_video_frame_unmap(&frame);
+  }
+};
+
+std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f) {
+  using inference::PixelFormat;
+  switch (f) {
+    case GST_VIDEO_FORMAT_NV12: return PixelFormat::NV12;
+    case GST_VIDEO_FORMAT_I420: return PixelFormat::I420;
+    case GST_VIDEO_FORMAT_BGR: return PixelFormat::BGR;
+    case GST_VIDEO_FORMAT_RGB: return PixelFormat::RGB;
+    case GST_VIDEO_FORMAT_BGRx:
+    case GST_VIDEO_FORMAT_BGRA: return PixelFormat::BGRx;
+    case GST_VIDEO_FORMAT_RGBx:
+    case GST_VIDEO_FORMAT_RGBA: return PixelFormat::RGBA;
+    default: return std::nullopt;
+  }
+}
+
+// The formats the engines read directly, in order of preference when a conversion is unavoidable.
+constexpr const char* kFormats = "{ (string)I420, (string)NV12, (string)BGR, (string)BGRx, (string)BGRA, (string)RGB, "
+                                 "(string)RGBA, (string)RGBx }";
+
+GstCaps* system_caps(const config::Input& in) {
+  GstCaps* caps = gst_caps_from_string(fmt::format("video/x-raw, format=(string){}", kFormats).c_str());
+  if (in.width > 0) gst_caps_set_simple(caps, "width", G_TYPE_INT, in.width, "height", G_TYPE_INT, in.height, nullptr);
+  if (in.fps > 0) gst_caps_set_simple(caps, "framerate", GST_TYPE_FRACTION, int(in.fps * 1000 + 0.5), 1000, nullptr);
+  return caps;
+}
+
+// The error a user should see for a pipeline ERROR message.
+SourceFailure classify(GstMessage* m, const std::string& what, bool live) {
+  GError* error = nullptr;
+  gst_message_parse_error(m, &error, nullptr);
+  const bool resource = error && error->domain == GST_RESOURCE_ERROR;
+  const int code = error ? error->code : 0;
+  const bool missing = resource && (code == GST_RESOURCE_ERROR_NOT_FOUND || code == GST_RESOURCE_ERROR_OPEN_READ ||
+                                    code == GST_RESOURCE_ERROR_OPEN_READ_WRITE);
+  const bool gone = resource && (code == GST_RESOURCE_ERROR_BUSY || code == GST_RESOURCE_ERROR_READ ||
+                                 code == GST_RESOURCE_ERROR_FAILED || code == GST_RESOURCE_ERROR_SETTINGS);
+  const bool plugin = (error && error->domain == GST_CORE_ERROR && code == GST_CORE_ERROR_MISSING_PLUGIN) ||
+                      (error && error->domain == GST_STREAM_ERROR && code == GST_STREAM_ERROR_CODEC_NOT_FOUND);
+  const bool negotiation = error && error->domain == GST_STREAM_ERROR && code == GST_STREAM_ERROR_FORMAT;
+  if (error) g_error_free(error);
+  const auto message = fmt::format("{}: {}", what, describe_error(m));
+  if (missing && !live) return {ExitCode::kNoInput, message};
+  if (plugin) return {ExitCode::kUnavailable, message + " (a GStreamer plugin is missing: see `video-classifier doctor`)"};
+  if (live && (gone || negotiation || missing)) return {ExitCode::kUnavailable, message};
+  return {ExitCode::kData, message};
+}
+
+void check_readable_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw NoInputError(fmt::format("{}: no such file", path));
+  if (!fs::is_regular_file(path, ec)) throw NoInputError(fmt::format("{}: not a regular file", path));
+  if (access(path.c_str(), R_OK) != 0) throw NoInputError(fmt::format("{}: not readable (permissions)", path));
+  if (fs::file_size(path, ec) == 0) throw DataError(fmt::format("{}: the file is empty (0 bytes)", path));
+}
+
+std::string describe(const SourceSpec& s) {
+  switch (s.input.kind) {
+    case config::InputKind::Test: return "test pattern '" + s.input.pattern + "'";
+    case config::InputKind::File: return s.input.path;
+    case config::InputKind::Uri: return s.input.uri;
+    case config::InputKind::Webcam: return s.input.device;
+    case config::InputKind::Image: return s.image_file;
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool is_live_input(const config::Input& in) {
+  switch (in.kind) {
+    case config::InputKind::Test:
+    case config::InputKind::Webcam: return true;
+    case config::InputKind::Uri: return in.uri.rfind("file://", 0) != 0;
+    case config::InputKind::File: return in.realtime;
+    case config::InputKind::Image: return false;
+  }
+  return false;
+}
+
+GstSource::GstSource(SourceSpec spec, FrameCallback on_frame)
+    : spec_(std::move(spec)), on_frame_(std::move(on_frame)), what_(describe(spec_)), live_(is_live_input(spec_.input)) {
+  build();
+  bus_.reset(gst_element_get_bus(pipeline_.get()));
+  if (gst_element_set_state(pipeline_.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    // The reason is on the bus (a missing file, a busy camera): report it now, as the error it is.
+    MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), GST_SECOND, GST_MESSAGE_ERROR)};
+    if (!m) throw DataError(fmt::format("{}: could not start", what_));
+    const auto f = classify(m.get(), what_, live_);
+    switch (f.code) {
+      case ExitCode::kNoInput: throw NoInputError(f.message);
+      case ExitCode::kUnavailable: throw UnavailableError(f.message);
+      default: throw DataError(f.message);
+    }
+  }
+}
+
+GstSource::~GstSource() {
+  // Stop first: this joins the streaming threads, so no callback can reach a member being destroyed.
+  if (pipeline_) stop_pipeline(pipeline_.get());
+}
+
+void GstSource::build() {
+  const auto& in = spec_.input;
+  pipeline_ = make_pipeline(nullptr);
+  GstElement* p = pipeline_.get();
+  if (spec_.cuda_context) gst_element_set_context(p, spec_.cuda_context);  // NVDEC decoders added later inherit it
+
+  appsink_ = add_element(p, "appsink", "sink");
+  // Files are paced by the consumer (back-pressure); `realtime` files by the clock, like a camera; live
+  // sources by themselves.
+  g_object_set(appsink_, "sync", in.kind == config::InputKind::File && in.realtime ? TRUE : FALSE, "max-buffers", 2u,
+               "drop", FALSE, "enable-last-sample", FALSE, nullptr);
+  GstAppSinkCallbacks callbacks{};
+  callbacks.new_sample = [](GstAppSink* sink, gpointer self) {
+    return static_cast<GstSource*>(self)->on_sample(GST_ELEMENT(sink));
+  };
+  gst_app_sink_set_callbacks(GST_APP_SINK(appsink_), &callbacks, this, nullptr);
+
+  switch (in.kind) {
+    case config::InputKind::Test: {
+      if (!is_enum_nick("videotestsrc", "pattern", in.pattern)) {
+        throw ConfigError(fmt::format("input.pattern: '{}' is not a test pattern (known: {})", in.pattern,
+                                      enum_nicks("videotestsrc", "pattern")));
+      }
+      GstElement* src = add_element(p, "videotestsrc", "src");
+      g_object_set(src, "is-live", TRUE, nullptr);
+      gst_util_set_object_arg(G_OBJECT(src), "pattern", in.pattern.c_str());
+      GstCaps* caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr);
+      if (in.width > 0) gst_caps_set_simple(caps, "width", G_TYPE_INT, in.width, "height", G_TYPE_INT, in.height, nullptr);
+      if (in.fps > 0) gst_caps_set_simple(caps, "framerate", GST_TYPE_FRACTION, int(in.fps * 1000 + 0.5), 1000, nullptr);
+      link_chain({src, add_capsfilter(p, caps), appsink_});
+      fps_ = in.fps > 0 ? in.fps : 30.0;
+      video_linked_ = true;
+      break;
+    }
+    case config::InputKind::File:
+    case config::InputKind::Image: {
+      const auto& file = in.kind == config::InputKind::File ? in.path : spec_.image_file;
+      check_readable_file(file);
+      GstElement* src = add_element(p, "filesrc", "src");
+      g_object_set(src, "location", file.c_str(), nullptr);
+      build_parsed_input(src);
+      break;
+    }
+    case config::InputKind::Uri: {
+      if (in.uri.rfind("file://", 0) == 0) {
+        gchar* local = gst_uri_get_location(in.uri.c_str());
+        const std::string path = local ? local : "";
+        g_free(local);
+        check_readable_file(path);
+      }
+      if (!gst_uri_is_valid(in.uri.c_str())) throw ConfigError(fmt::format("input.uri: '{}' is not a valid URI", in.uri));
+      GstElement* src = add_element(p, "urisourcebin", "src");
+      g_object_set(src, "uri", in.uri.c_str(), nullptr);
+      // RTSP: a short jitter buffer (rtspsrc's default is 2 s of latency).
+      g_signal_connect(src, "source-setup", G_CALLBACK(+[](GstElement*, GstElement* source, gpointer) {
+                         if (g_object_class_find_property(G_OBJECT_GET_CLASS(source), "latency")) {
+                           g_object_set(source, "latency", 200u, nullptr);
+                         }
+                       }), nullptr);
+      build_parsed_input(nullptr);
+      GstElement* parse = gst_bin_get_by_name(GST_BIN(p), "parse");
+      g_signal_connect(src, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer parsebin) {
+                         PadPtr sink(gst_element_get_static_pad(GST_ELEMENT(parsebin), "sink"));
+                         if (!gst_pad_is_linked(sink.get())) gst_pad_link(pad, sink.get());
+                       }), parse);
+      gst_object_unref(parse);  // the pipeline keeps it alive as long as the signal can fire
+      break;
+    }
+    case config::InputKind::Webcam: {
+      if (!fs::exists(in.device)) {
+        throw NoInputError(fmt::format("{}: no such camera (unplugged?)\n{}", in.device, describe_cameras()));
+      }
+      GstElement* src = add_element(p, "v4l2src", "src");
+      g_object_set(src, "device", in.device.c_str(), nullptr);
+      GstElement* head = src;
+      if (in.width > 0 || in.fps > 0) {
+        GstCaps* caps = gst_caps_new_empty();
+        for (const char* media : {"video/x-raw", "image/jpeg"}) {
+          GstStructure* s = gst_structure_new_empty(media);
+          if (in.width > 0) gst_structure_set(s, "width", G_TYPE_INT, in.width, "height", G_TYPE_INT, in.height, nullptr);
+          if (in.fps > 0) gst_structure_set(s, "framerate", GST_TYPE_FRACTION, int(in.fps * 1000 + 0.5), 1000, nullptr);
+          gst_caps_append_structure(caps, s);
+        }
+        GstElement* filter = add_capsfilter(p, caps);
+        link_chain({src, filter});
+        head = filter;
+      }
+      build_parsed_input(head);
+      break;
+    }
+  }
+}
+
+// upstream -> parsebin; each parsebin pad gets a decoder (or none, for raw video) and the tail to the appsink.
+void GstSource::build_parsed_input(GstElement* upstream) {
+  GstElement* parse = add_element(pipeline_.get(), "parsebin", "parse");
+  if (upstream) link_chain({upstream, parse});
+  g_signal_connect(parse, "pad-added", G_CALLBACK(+[](GstElement*, GstPad* pad, gpointer self) {
+                     static_cast<GstSource*>(self)->on_pad(pad);
+                   }), this);
+  g_signal_connect(parse, "no-more-pads", G_CALLBACK(+[](GstElement*, gpointer self) {
+                     auto* s = static_cast<GstSource*>(self);
+                     if (!s->video_linked_) s->fail(ExitCode::kData, s->what_ + ": no video stream in it");
+                   }), this);
+}
+
+void GstSource::on_pad(GstPad* pad) {
+  CapsPtr caps(gst_pad_get_current_caps(pad));
+  if (!caps) caps.reset(gst_pad_query_caps(pad, nullptr));
+  const GstStructure* s = caps && gst_caps_get_size(caps.get()) > 0 ? gst_caps_get_structure(caps.get(), 0) : nullptr;
+  const std::string media = s ? gst_structure_get_name(s) : "";
+  const bool picture = media.rfind("video/", 0) == 0 || media.rfind("image/", 0) == 0;
+  if (!picture || video_linked_.exchange(true)) {
+    // Audio, subtitles, a second video track: consumed and ignored.
+    GstElement* sink = add_element(pipeline_.get(), "fakesink");
+    g_object_set(sink, "async", FALSE, "sync", FALSE, nullptr);
+    gst_element_sync_state_with_parent(sink);
+    PadPtr sink_pad(gst_element_get_static_pad(sink, "sink"));
+    gst_pad_link(pad, sink_pad.get());
+    return;
+  }
+  try {
+    link_video(pad, caps.get());
+  } catch (const Error& e) {
+    fail(e.code(), e.what());
+  }
+}
+
+void GstSource::link_video(GstPad* pad, GstCaps* caps) {
+  const auto& in = spec_.input;
+  GstElement* p = pipeline_.get();
+  const std::string media = gst_structure_get_name(gst_caps_get_structure(caps, 0));
+  std::vector<GstElement*> chain;  // from the pad to the appsink
+  bool gpu_output = false;
+  if (media != "video/x-raw") {
+    const auto decoders = decoders_for(caps, in.decoder);
+    if (decoders.empty()) {
+      const char* which = in.decoder == config::Decoder::Gpu ? "NVDEC (input.decoder is gpu) "
+                          : in.decoder == config::Decoder::Cpu ? "CPU (input.decoder is cpu) " : "";
+      throw UnavailableError(fmt::format(
+          "{}: no {}decoder for {} here ({}; `video-classifier doctor` lists the decoders)", what_, which, media,
+          in.decoder == config::Decoder::Gpu ? "NVDEC needs the NVIDIA driver, a GPU and gstreamer1.0-plugins-bad"
+                                             : "install gstreamer1.0-libav"));
+    }
+    const auto& choice = decoders.front();
+    {
+      std::lock_guard lock(mutex_);
+      decoder_ = choice.factory;
+    }
+    chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
+    gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0;
+  }
+  if (gpu_output) {
+    chain.push_back(add_capsfilter(p, gst_caps_from_string("video/x-raw(memory:CUDAMemory), format=(string)NV12")));
+  } else {
+    chain.push_back(add_element(p, "videoconvert"));
+    if (in.width > 0) chain.push_back(add_element(p, "videoscale"));
+    if (in.fps > 0) chain.push_back(add_element(p, "videorate"));
+    chain.push_back(add_capsfilter(p, system_caps(in)));
+  }
+  gpu_path_ = gpu_output;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    GstElement* next = i + 1 < chain.size() ? chain[i + 1] : appsink_;
+    if (!gst_element_link(chain[i], next)) {
+      throw InternalError(fmt::format("{}: could not link {} to {}", what_, GST_OBJECT_NAME(chain[i]), GST_OBJECT_NAME(next)));
+    }
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) gst_element_sync_state_with_parent(*it);
+  PadPtr sink(gst_element_get_static_pad(chain.front(), "sink"));
+  const auto result = gst_pad_link(pad, sink.get());
+  if (result != GST_PAD_LINK_OK) {
+    throw DataError(fmt::format("{}: cannot decode {} ({})", what_, media, gst_pad_link_get_name(result)));
+  }
+}
+
+GstFlowReturn GstSource::on_sample(GstElement* sink) {
+  GstSample* raw = gst_app_sink_pull_sample(GST_APP_SINK(sink));
+  if (!raw) return GST_FLOW_EOS;
+  auto m = std::make_shared<MappedSample>();
+  m->sample.reset(raw);
+  GstVideoInfo info;
+  GstBuffer* buffer = gst_sample_get_buffer(raw);
+  if (!gst_video_info_from_caps(&info, gst_sample_get_caps(raw))) {
+    fail(ExitCode::kInternal, what_ + ": frame without video caps");
+    return GST_FLOW_ERROR;
+  }
+  const auto format = pixel_format(GST_VIDEO_INFO_FORMAT(&info));
+  const bool device = gpu_path_ && is_cuda_buffer(buffer);
+  if (!format || !gst_video_frame_map(&m->frame, &info, buffer, device ? cuda_map_flags() : GST_MAP_READ)) {
+    fail(ExitCode::kInternal, fmt::format("{}: cannot map a {} frame", what_, gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(&info))));
+    return GST_FLOW_ERROR;
+  }
+  m->mapped = true;
+  if (fps_ == 0 && info.fps_n > 0 && info.fps_d > 0) fps_ = double(info.fps_n) / info.fps_d;
+
+  Frame f;
+  f.view.format = *format;
+  f.view.width = GST_VIDEO_FRAME_WIDTH(&m->frame);
+  f.view.height = GST_VIDEO_FRAME_HEIGHT(&m->frame);
+  for (int i = 0; i < int(GST_VIDEO_FRAME_N_PLANES(&m->frame)) && i < 3; ++i) {
+    f.view.planes[i] = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&m->frame, i));
+    f.view.strides[i] = GST_VIDEO_FRAME_PLANE_STRIDE(&m->frame, i);
+  }
+  f.view.matrix = info.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ? inference::YuvMatrix::BT709
+                                                                           : inference::YuvMatrix::BT601;
+  f.view.full_range = info.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
+  f.view.memory = device ? inference::MemoryKind::Device : inference::MemoryKind::Host;
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  f.pts_ns = GST_CLOCK_TIME_IS_VALID(pts) ? int64_t(pts) : -1;
+  f.index = index_++;
+  f.fps = fps_;
+  f.captured = Clock::now();
+  f.holder = std::move(m);
+  if (spec_.input.kind == config::InputKind::Image) {
+    f.source = spec_.image_file;
+    f.independent = true;
+  }
+  return on_frame_(std::move(f)) ? GST_FLOW_OK : GST_FLOW_EOS;
+}
+
+void GstSource::fail(ExitCode code, std::string message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (pending_failure_) return;  // the first failure is the cause
+    pending_failure_ = SourceFailure{code, std::move(message)};
+  }
+  if (bus_) gst_bus_post(bus_.get(), gst_message_new_application(nullptr, gst_structure_new_empty("vc-failure")));
+}
+
+GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
+  const auto take_pending = [&] {
+    std::lock_guard lock(mutex_);
+    if (!pending_failure_) return false;
+    failure_ = *pending_failure_;
+    return true;
+  };
+  if (take_pending()) return State::Failed;
+  GstClockTime timeout = GstClockTime(wait.count()) * GST_MSECOND;
+  const auto types = GstMessageType(GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_WARNING | GST_MESSAGE_APPLICATION);
+  while (MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), timeout, types)}) {
+    timeout = 0;  // drain what is there, then return
+    switch (GST_MESSAGE_TYPE(m.get())) {
+      case GST_MESSAGE_ERROR:
+        if (take_pending()) return State::Failed;  // our own diagnosis is the better message
+        failure_ = classify(m.get(), what_, live_);
+        return State::Failed;
+      case GST_MESSAGE_EOS: return take_pending() ? State::Failed : State::Ended;
+      case GST_MESSAGE_WARNING: {
+        GError* w = nullptr;
+        gst_message_parse_warning(m.get(), &w, nullptr);
+        vc::log::get("pipeline")->warn("{}: {}: {}", what_, GST_OBJECT_NAME(GST_MESSAGE_SRC(m.get())), w ? w->message : "?");
+        if (w) g_error_free(w);
+        break;
+      }
+      default:
+        if (take_pending()) return State::Failed;
+        break;
+    }
+  }
+  return State::Running;
+}
+
+std::string GstSource::decoder() const {
+  std::lock_guard lock(mutex_);
+  return decoder_;
+}
+
+int64_t GstSource::expected_frames() {
+  if (expected_ != -2 || live_) return live_ ? -1 : expected_;
+  gint64 duration = 0;
+  if (fps_ > 0 && gst_element_query_duration(pipeline_.get(), GST_FORMAT_TIME, &duration) && duration > 0) {
+    expected_ = int64_t(double(duration) * 1e-9 * fps_ + 0.5);
+  } else if (fps_ > 0) {
+    expected_ = -1;
+  }
+  return expected_ < 0 ? -1 : expected_;
+}
+
+}  // namespace vc::pipeline

@@ -1,0 +1,93 @@
+// One GStreamer source: a pipeline built element by element that ends in an appsink and hands each decoded
+// frame to a callback. Files and URIs go through parsebin (demuxing, parsing, RTP depayloading) and a decoder
+// we choose (decoders.hpp); NVDEC frames stay in GPU memory when asked; every other path delivers NV12, I420 or
+// packed RGB in system memory exactly as decoded — colour conversion happens only where a format needs it (e.g.
+// a webcam's YUY2). Errors are reported by poll(), as soon as the pipeline posts them.
+//
+// Lifetime: the destructor stops the pipeline (joining its streaming threads) before anything else is released,
+// so no callback runs after it; the callback's target must outlive the source.
+#pragma once
+#include <gst/gst.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "config/config.hpp"
+#include "config/errors.hpp"
+#include "pipeline/frame.hpp"
+#include "pipeline/gst_util.hpp"
+
+namespace vc::pipeline {
+
+// Whether an input is live (a camera, a network stream, a test pattern, a file paced in real time): live streams
+// drop stale frames and restart when they fail.
+bool is_live_input(const config::Input& input);
+
+struct SourceSpec {
+  config::Input input;
+  std::string image_file;              // kind image: the one file this source decodes
+  bool gpu_frames = false;             // NVDEC output may stay in GPU memory (a CUDA engine, no video output)
+  GstContext* cuda_context = nullptr;  // the engine's CUDA context for NVDEC (borrowed; needed for gpu_frames)
+};
+
+// Why a source stopped: the exit code the failure maps to and the message (element and GStreamer text).
+struct SourceFailure {
+  ExitCode code = ExitCode::kData;
+  std::string message;
+};
+
+class GstSource {
+ public:
+  // Returns false to stop the stream (the pipeline then ends as at end of stream).
+  using FrameCallback = std::function<bool(Frame&&)>;
+
+  // Builds and starts the pipeline. Throws NoInputError (no such file/device), ConfigError (unknown test
+  // pattern), UnavailableError (missing element, no GPU decoder when input.decoder is gpu).
+  GstSource(SourceSpec spec, FrameCallback on_frame);
+  ~GstSource();
+  GstSource(const GstSource&) = delete;
+  GstSource& operator=(const GstSource&) = delete;
+
+  enum class State { Running, Ended, Failed };
+  // Handles the pipeline's messages, waiting up to `wait` for one. Failed: failure() says why.
+  State poll(std::chrono::milliseconds wait);
+  [[nodiscard]] const SourceFailure& failure() const { return failure_; }
+
+  [[nodiscard]] bool live() const { return live_; }
+  [[nodiscard]] std::string decoder() const;  // the decoder element in use ("nvh264dec"), "" before it is known
+  [[nodiscard]] bool delivers_gpu_frames() const { return gpu_path_.load(); }
+  [[nodiscard]] double fps() const { return fps_.load(); }
+  // Frames the container says it holds (duration x frame rate), -1 if unknown (live, or not yet known).
+  [[nodiscard]] int64_t expected_frames();
+
+ private:
+  void build();
+  void build_parsed_input(GstElement* upstream_or_null);
+  void on_pad(GstPad* pad);           // a parsebin pad (streaming thread)
+  void link_video(GstPad* pad, GstCaps* caps);
+  GstFlowReturn on_sample(GstElement* appsink);
+  void fail(ExitCode code, std::string message);  // any thread: recorded, poll() reports it
+
+  SourceSpec spec_;
+  FrameCallback on_frame_;
+  std::string what_;  // the source as the user named it, for messages
+  bool live_ = false;
+  GstElement* appsink_ = nullptr;  // owned by the pipeline
+  std::atomic<bool> video_linked_{false};
+  std::atomic<bool> gpu_path_{false};
+  std::atomic<double> fps_{0};
+  std::atomic<int64_t> index_{0};
+  int64_t expected_ = -2;  // -2: not asked yet
+  mutable std::mutex mutex_;  // guards decoder_ and pending_failure_
+  std::string decoder_;
+  std::optional<SourceFailure> pending_failure_;
+  SourceFailure failure_;
+  BusPtr bus_;
+  PipelinePtr pipeline_;  // declared last: destroyed (stopped) first of all the members
+};
+
+}  // namespace vc::pipeline

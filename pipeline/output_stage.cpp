@@ -1,0 +1,350 @@
+#include "pipeline/output_stage.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+#include "pipeline/bounded_queue.hpp"
+#include "pipeline/frame_image.hpp"
+#include "pipeline/overlay.hpp"
+#include "pipeline/video_output.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr int kMinSide = 16;
+constexpr size_t kQueue = 8;
+
+int even(int v) { return v & ~1; }
+
+// What the overlay shows for one result.
+struct OverlayMaker {
+  config::Overlay style;
+  int smoothing_window = 1;
+  std::string engine, model;
+
+  OverlayContent make(const FrameResult& r, const StreamStats& s, int64_t timestamp_ns) const {
+    OverlayContent c;
+    c.top = r.top;
+    const bool smoothed = style.headline == config::Headline::Smoothed && r.smoothed.index >= 0;
+    if (smoothed) {
+      c.headline = r.uncertain ? "uncertain" : r.smoothed.label;
+      c.headline_score = r.uncertain ? -1.f : r.smoothed.score;
+      c.headline_kind = smoothing_window > 1 ? fmt::format("smoothed over ~{} frames", smoothing_window) : "smoothed";
+      // The headline is the smoothed label; the top-k lines below are this frame's own.
+    } else if (!r.top.empty()) {
+      c.headline = r.top.front().label;
+      c.headline_score = r.top.front().score;
+      c.headline_kind = r.smoothed.index < 0 && !r.source.empty() ? "this image" : "this frame";
+      c.top.erase(c.top.begin());  // the headline already is the top-1: list the runners-up only
+    }
+    if (!r.finite) {
+      c.headline = "invalid output (NaN)";
+      c.headline_score = -1;
+    }
+    c.fps = s.rate.per_second(Clock::now());
+    if (s.live) {
+      c.latency_ms = r.latency_ms;
+    } else {
+      c.latency_ms = r.stages.inference_ms + r.stages.post_ms;  // queueing behind a fast file is not latency
+      c.latency_label = "processing";
+    }
+    c.stream = r.stream_name;
+    c.source = std::filesystem::path(r.source).filename().string();
+    c.timestamp = format_timestamp(timestamp_ns);
+    c.engine = engine;
+    c.model = model;
+    return c;
+  }
+};
+
+// The time of a frame on its stream's timeline: files by frame number (they never drop), live sources by when
+// they were captured (drops leave real gaps instead of compressing the timeline).
+int64_t stream_time_ns(const Frame& f, bool live, Clock::time_point live_origin) {
+  if (live) return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(f.captured - live_origin).count());
+  const double fps = f.fps > 0 ? f.fps : 30.0;
+  return int64_t(double(f.index) * 1e9 / fps);
+}
+
+}  // namespace
+
+// One thread with a queue; subclasses turn items into output frames.
+class OutputStage::Worker {
+ public:
+  explicit Worker(std::atomic<bool>& wants_stop) : wants_stop_(wants_stop), queue_(kQueue) {}
+  virtual ~Worker() = default;
+
+  void start() { thread_ = std::thread([this] { loop(); }); }
+
+  void submit(LabelledFrame item, StreamStats& stats) {
+    if (stats.live) {
+      stats.output_dropped += queue_.push_drop_oldest(std::move(item));
+    } else {
+      queue_.push_wait(std::move(item));
+    }
+  }
+
+  void finish() {
+    queue_.close();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::optional<SourceFailure> failure() const {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
+ protected:
+  virtual void handle(const LabelledFrame& item) = 0;
+  virtual void tick() {}
+  virtual void close_outputs() = 0;
+
+ private:
+  void record(ExitCode code, const std::string& message) {
+    std::lock_guard lock(mutex_);
+    if (!failure_) {
+      failure_ = SourceFailure{code, message};
+      vc::log::get("pipeline")->error("output: {}", message);
+    }
+    wants_stop_ = true;
+  }
+
+  void loop() {
+    for (;;) {
+      auto item = queue_.pop(20ms);
+      if (!item && queue_.closed_and_empty()) break;
+      if (failure()) continue;  // a failed output takes no more frames (the failure is reported)
+      try {
+        if (item) handle(*item);
+        tick();
+      } catch (const Error& e) {
+        record(e.code(), e.what());
+      } catch (const std::exception& e) {
+        record(ExitCode::kInternal, e.what());
+      }
+    }
+    try {
+      close_outputs();
+    } catch (const Error& e) {
+      record(e.code(), e.what());
+    } catch (const std::exception& e) {
+      record(ExitCode::kInternal, e.what());
+    }
+  }
+
+  std::atomic<bool>& wants_stop_;
+  BoundedQueue<LabelledFrame> queue_;
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::optional<SourceFailure> failure_;
+};
+
+// One stream's own output, opened at its first frame (whose size it takes unless output.width/height say).
+class OutputStage::StreamWorker final : public OutputStage::Worker {
+ public:
+  StreamWorker(std::atomic<bool>& wants_stop, const config::Output& output, OverlayMaker overlay, StreamStats& stats)
+      : Worker(wants_stop), output_(output), overlay_(std::move(overlay)), stats_(stats) {}
+
+ private:
+  void handle(const LabelledFrame& item) override {
+    const Frame& f = *item.frame;
+    if (first_) {
+      live_origin_ = f.captured;
+      first_ = false;
+    }
+    cv::Mat image = to_bgr(f.view);
+    if (output_.kind != config::OutputKind::Images) {
+      if (!video_) open(f, image.size());
+      image = fit_into(image, size_);
+    } else if (!video_) {
+      open(f, image.size());
+    }
+    const int64_t t = stream_time_ns(f, stats_.live, live_origin_);
+    draw_overlay(image, overlay_.make(item.result, stats_, f.pts_ns >= 0 && !stats_.live ? f.pts_ns : t), overlay_.style);
+    video_->push({image, t, f.index, stats_.name, f.source});
+  }
+
+  void open(const Frame& f, cv::Size frame_size) {
+    VideoOutput::Options o;
+    o.output = output_;
+    o.name = "stream " + stats_.name;
+    o.fps = f.fps > 0 ? f.fps : 30;
+    const int w = output_.width > 0 ? output_.width : frame_size.width;
+    const int h = output_.height > 0 ? output_.height : frame_size.height;
+    if (output_.kind != config::OutputKind::Images && (w < kMinSide || h < kMinSide)) {
+      throw DataError(fmt::format("stream {}: frames of {}x{} are too small to encode (at least {}x{}); set "
+                                  "output.width and output.height to scale them", stats_.name, w, h, kMinSide, kMinSide));
+    }
+    size_ = cv::Size(even(w), even(h));  // 4:2:0 H.264 needs even sizes
+    o.width = size_.width;
+    o.height = size_.height;
+    o.path = config::for_stream(output_.kind == config::OutputKind::Rtsp ? output_.rtsp_path : output_.path, stats_.name);
+    video_ = VideoOutput::open(o);
+  }
+
+  void close_outputs() override {
+    if (video_) video_->finish();
+  }
+
+  config::Output output_;
+  OverlayMaker overlay_;
+  StreamStats& stats_;
+  std::unique_ptr<VideoOutput> video_;
+  cv::Size size_;
+  bool first_ = true;
+  Clock::time_point live_origin_;
+};
+
+// Every stream in one mosaic. Mosaic frame k (time k/fps) is composed once every running stream has reached that
+// time (files) — or, when a stream is live, at the latest half a second after it is due by the clock.
+class OutputStage::TileWorker final : public OutputStage::Worker {
+ public:
+  TileWorker(std::atomic<bool>& wants_stop, const config::Output& output, OverlayMaker overlay,
+             std::vector<StreamStats*> streams)
+      : Worker(wants_stop), output_(output), overlay_(std::move(overlay)), streams_(std::move(streams)) {
+    const int n = int(streams_.size());
+    cols_ = int(std::ceil(std::sqrt(double(n))));
+    rows_ = (n + cols_ - 1) / cols_;
+    size_ = cv::Size(even(output.width > 0 ? output.width : 1920), even(output.height > 0 ? output.height : 1080));
+    tile_ = cv::Size(even(size_.width / cols_), even(size_.height / rows_));
+    if (tile_.width < kMinSide || tile_.height < kMinSide) {
+      throw ConfigError(fmt::format("output.tiled: {} streams do not fit a {}x{} mosaic (tiles of {}x{}); set a larger "
+                                    "output.width/height", n, size_.width, size_.height, tile_.width, tile_.height));
+    }
+    tiles_.resize(size_t(n));
+    times_.assign(size_t(n), -1);
+    any_live_ = std::any_of(streams_.begin(), streams_.end(), [](const StreamStats* s) { return s->live; });
+    origin_ = Clock::now();
+  }
+
+ private:
+  void handle(const LabelledFrame& item) override {
+    const Frame& f = *item.frame;
+    if (!video_) open(f.fps);
+    const size_t s = size_t(f.stream);
+    cv::Mat tile = fit_into(to_bgr(f.view), tile_);  // the overlay then scales its text to the tile
+    const int64_t t = stream_time_ns(f, streams_[s]->live, origin_);
+    draw_overlay(tile, overlay_.make(item.result, *streams_[s], t), overlay_.style);
+    tiles_[s] = tile;
+    times_[s] = t;
+    pending_ = true;
+  }
+
+  void tick() override { emit_due(false); }
+
+  void open(double fps) {
+    fps_ = fps > 0 ? fps : 30;
+    VideoOutput::Options o;
+    o.output = output_;
+    o.name = "mosaic";
+    o.fps = fps_;
+    o.width = size_.width;
+    o.height = size_.height;
+    o.path = output_.kind == config::OutputKind::Rtsp ? output_.rtsp_path : output_.path;
+    video_ = VideoOutput::open(o);
+  }
+
+  bool due(int64_t t_ns) const {
+    if (any_live_ && Clock::now() - origin_ >= std::chrono::nanoseconds(t_ns) + 500ms) return true;
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      const auto state = streams_[s]->state.load();
+      const bool done = state == StreamState::Ended || state == StreamState::Failed;
+      if (!done && times_[s] < t_ns) return false;
+    }
+    return true;
+  }
+
+  void emit_due(bool final) {
+    if (!video_) return;
+    for (;;) {
+      const auto t = int64_t(double(next_) * 1e9 / fps_);
+      if (!due(t) && !(final && pending_)) return;
+      compose(t);
+      ++next_;
+      if (final) return;
+    }
+  }
+
+  void compose(int64_t t) {
+    cv::Mat mosaic(size_, CV_8UC3, cv::Scalar(0, 0, 0));
+    for (size_t s = 0; s < tiles_.size(); ++s) {
+      if (tiles_[s].empty()) continue;
+      const int c = int(s) % cols_, r = int(s) / cols_;
+      tiles_[s].copyTo(mosaic(cv::Rect(c * tile_.width, r * tile_.height, tile_.width, tile_.height)));
+    }
+    video_->push({mosaic, t, next_, "mosaic", ""});
+    pending_ = false;
+  }
+
+  void close_outputs() override {
+    if (!video_) return;
+    emit_due(true);
+    video_->finish();
+  }
+
+  config::Output output_;
+  OverlayMaker overlay_;
+  std::vector<StreamStats*> streams_;
+  int cols_ = 1, rows_ = 1;
+  cv::Size size_, tile_;
+  std::vector<cv::Mat> tiles_;
+  std::vector<int64_t> times_;
+  bool any_live_ = false, pending_ = false;
+  double fps_ = 30;
+  int64_t next_ = 0;
+  Clock::time_point origin_;
+  std::unique_ptr<VideoOutput> video_;
+};
+
+OutputStage::OutputStage(const config::Config& cfg, std::vector<StreamStats*> streams, std::string engine, std::string model) {
+  route_.assign(streams.size(), nullptr);
+  if (cfg.output.kind == config::OutputKind::None) return;
+  OverlayMaker overlay{cfg.overlay, cfg.smoothing.window, std::move(engine), std::move(model)};
+  if (cfg.output.tiled) {
+    workers_.push_back(std::make_unique<TileWorker>(wants_stop_, cfg.output, overlay, streams));
+    for (auto& r : route_) r = workers_.back().get();
+  } else {
+    for (size_t s = 0; s < streams.size(); ++s) {
+      workers_.push_back(std::make_unique<StreamWorker>(wants_stop_, cfg.output, overlay, *streams[s]));
+      route_[s] = workers_.back().get();
+    }
+  }
+  streams_ = std::move(streams);
+  for (auto& w : workers_) w->start();
+}
+
+OutputStage::~OutputStage() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+bool OutputStage::draws(int stream) const { return route_.at(size_t(stream)) != nullptr; }
+
+void OutputStage::submit(LabelledFrame item) {
+  const size_t stream = size_t(item.result.stream);
+  if (Worker* w = route_.at(stream)) w->submit(std::move(item), *streams_.at(stream));
+}
+
+void OutputStage::finish() {
+  if (finished_) return;
+  finished_ = true;
+  for (auto& w : workers_) w->finish();
+}
+
+std::optional<SourceFailure> OutputStage::failure() const {
+  for (const auto& w : workers_) {
+    if (auto f = w->failure()) return f;
+  }
+  return std::nullopt;
+}
+
+}  // namespace vc::pipeline

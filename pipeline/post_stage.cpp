@@ -1,0 +1,173 @@
+#include "pipeline/post_stage.hpp"
+
+#include <cmath>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+
+double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+}  // namespace
+
+PostStage::PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
+                     std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs)
+    : config_(config),
+      labels_(std::move(labels)),
+      num_classes_(num_classes),
+      streams_(std::move(streams)),
+      sinks_(std::move(sinks)),
+      sink_ok_(sinks_.size(), true),
+      outputs_(outputs),
+      queue_(4) {
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    state_.push_back({inference::Smoother(config.smoothing.window, float(config.smoothing.threshold)), {}, 0});
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+PostStage::~PostStage() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+void PostStage::submit(ClassifiedBatch batch) { queue_.push_wait(std::move(batch)); }
+void PostStage::submit(StreamEvent event) { queue_.push_wait(std::move(event)); }
+
+void PostStage::finish() {
+  if (finished_) return;
+  finished_ = true;
+  queue_.close();
+  if (thread_.joinable()) thread_.join();
+  for (size_t i = 0; i < sinks_.size(); ++i) {
+    try {
+      sinks_[i]->close();
+    } catch (const Error& e) {
+      fail(e.code(), e.what());
+    }
+  }
+}
+
+std::optional<SourceFailure> PostStage::failure() const {
+  std::lock_guard lock(failure_mutex_);
+  return failure_;
+}
+
+std::vector<std::pair<std::string, int64_t>> PostStage::sink_drops() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& s : sinks_) out.emplace_back(s->name(), s->dropped());
+  return out;
+}
+
+void PostStage::fail(ExitCode code, const std::string& message) {
+  std::lock_guard lock(failure_mutex_);
+  if (!failure_) {
+    failure_ = SourceFailure{code, message};
+    vc::log::get("pipeline")->error("{}", message);
+  }
+  wants_stop_ = true;
+}
+
+void PostStage::to_sinks(const FrameResult* r, const StreamEvent* e) {
+  for (size_t i = 0; i < sinks_.size(); ++i) {
+    if (!sink_ok_[i]) continue;
+    try {
+      if (r) sinks_[i]->frame(*r);
+      if (e) sinks_[i]->event(*e);
+    } catch (const Error& err) {
+      sink_ok_[i] = false;  // it lost data: it takes nothing more, and the run reports it
+      fail(err.code(), err.what());
+    }
+  }
+}
+
+void PostStage::loop() {
+  for (;;) {
+    auto item = queue_.pop(100ms);
+    if (!item) {
+      if (queue_.closed_and_empty()) return;
+      continue;
+    }
+    try {
+      if (auto* batch = std::get_if<ClassifiedBatch>(&*item)) {
+        process(*batch);
+      } else {
+        const auto& e = std::get<StreamEvent>(*item);
+        to_sinks(nullptr, &e);
+      }
+    } catch (const Error& e) {
+      fail(e.code(), e.what());
+    } catch (const std::exception& e) {
+      fail(ExitCode::kInternal, e.what());
+    }
+  }
+}
+
+void PostStage::process(ClassifiedBatch& batch) {
+  const size_t k = size_t(num_classes_);
+  for (size_t i = 0; i < batch.frames.size(); ++i) {
+    Frame& f = batch.frames[i];
+    StreamStats& stats = *streams_.at(size_t(f.stream));
+    PerStream& st = state_[size_t(f.stream)];
+    const std::span<const float> logits(batch.logits.data() + i * k, k);
+    FrameResult r;
+    r.stream = f.stream;
+    r.stream_name = stats.name;
+    r.source = f.source.empty() ? stats.source : f.source;
+    r.frame = f.index;
+    r.pts_ns = f.pts_ns;
+    r.finite = std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); });
+    const auto probs = inference::softmax(logits);
+    r.top = inference::top_k(probs, config_.model.top_k, labels_);
+    if (!r.finite) {
+      ++stats.non_finite;
+      if (st.non_finite_warnings++ < 3) {
+        vc::log::get("pipeline")->warn("stream {} frame {}: the network's output holds NaN/Inf (run `video-classifier "
+                                       "diagnose` to find the layer){}", stats.name, f.index,
+                                       st.non_finite_warnings == 3 ? "; further such frames are only counted" : "");
+      }
+    } else if (f.independent) {
+      st.smoother.reset();  // an image is unrelated to the previous one: no smoothing across them
+    } else {
+      const auto s = st.smoother.update(probs);
+      r.smoothed = {s.index, s.score, labels_.empty() ? fmt::format("class {}", s.index) : labels_[size_t(s.index)]};
+      r.uncertain = s.uncertain;
+    }
+    const auto now = Clock::now();
+    r.latency_ms = ms_between(f.captured, now);
+    r.stages = {ms_between(f.captured, f.batched), ms_between(f.batched, batch.collected), ms_between(batch.collected, now)};
+    to_sinks(&r, nullptr);
+    if (auto change = st.labels.update(r, f.independent)) to_sinks(nullptr, &*change);
+
+    stats.latency.add(r.latency_ms);
+    stats.queue_wait.add(r.stages.queue_ms);
+    stats.inference.add(r.stages.inference_ms);
+    stats.post.add(r.stages.post_ms);
+    stats.rate.tick(now);
+    ++stats.classified;
+    stats.last_result_ns = steady_ns(now);
+    if (outputs_.draws(f.stream)) outputs_.submit({std::make_shared<const Frame>(std::move(f)), std::move(r)});
+  }
+  for (int s : batch.finished_streams) {
+    StreamStats& stats = *streams_.at(size_t(s));
+    StreamEvent e;
+    e.kind = StreamEvent::Kind::StreamEnd;
+    e.stream = s;
+    e.stream_name = stats.name;
+    e.source = stats.source;
+    e.frame = stats.classified - 1;
+    e.reason = stats.end_reason_text();
+    to_sinks(nullptr, &e);
+  }
+}
+
+}  // namespace vc::pipeline

@@ -1,0 +1,82 @@
+// Post-processing, off the inference thread: logits -> softmax, top-k, each stream's own smoothing and label-change
+// detection -> every result sink (JSON lines, MQTT, …) and the stream's video output. One thread, so every sink
+// sees each stream's results and events in order. Non-finite logits are flagged (results line, summary, a
+// warning naming the stream and frame) and never feed the smoothing.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "config/config.hpp"
+#include "inference/postprocess.hpp"
+#include "pipeline/bounded_queue.hpp"
+#include "pipeline/frame.hpp"
+#include "pipeline/gst_source.hpp"
+#include "pipeline/output_stage.hpp"
+#include "pipeline/results.hpp"
+#include "pipeline/stats.hpp"
+
+namespace vc::pipeline {
+
+// A classified batch: the frames (still holding their buffers) and their logits (frames x classes).
+struct ClassifiedBatch {
+  std::vector<Frame> frames;
+  std::vector<float> logits;
+  Clock::time_point collected;
+  std::vector<int> finished_streams;  // streams whose last frame was in this batch or before: send stream_end after
+};
+
+class PostStage {
+ public:
+  PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
+            std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs);
+  ~PostStage();
+  PostStage(const PostStage&) = delete;
+  PostStage& operator=(const PostStage&) = delete;
+
+  // From the inference thread; blocks while the stage is a few batches behind.
+  void submit(ClassifiedBatch batch);
+  // From any thread (stream supervisors): stream_down / stream_up.
+  void submit(StreamEvent event);
+  // Processes what is queued, then closes every sink. Safe to call twice.
+  void finish();
+
+  // The first sink failure (results could not be written: vc::IoError), once it happened.
+  [[nodiscard]] std::optional<SourceFailure> failure() const;
+  [[nodiscard]] bool wants_stop() const { return wants_stop_.load(); }
+  // What each sink dropped (best-effort sinks), for the summary: (name, count).
+  [[nodiscard]] std::vector<std::pair<std::string, int64_t>> sink_drops() const;
+
+ private:
+  using Item = std::variant<ClassifiedBatch, StreamEvent>;
+  void loop();
+  void process(ClassifiedBatch& batch);
+  void to_sinks(const FrameResult* r, const StreamEvent* e);
+  void fail(ExitCode code, const std::string& message);
+
+  struct PerStream {
+    inference::Smoother smoother;
+    LabelChangeDetector labels;
+    int64_t non_finite_warnings = 0;
+  };
+
+  config::Config config_;
+  std::vector<std::string> labels_;
+  int num_classes_;
+  std::vector<StreamStats*> streams_;
+  std::vector<std::unique_ptr<ResultSink>> sinks_;
+  std::vector<bool> sink_ok_;
+  OutputStage& outputs_;
+  std::vector<PerStream> state_;
+  BoundedQueue<Item> queue_;
+  std::atomic<bool> wants_stop_{false};
+  mutable std::mutex failure_mutex_;
+  std::optional<SourceFailure> failure_;
+  bool finished_ = false;
+  std::thread thread_;  // last: started when everything it uses exists
+};
+
+}  // namespace vc::pipeline

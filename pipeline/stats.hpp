@@ -1,0 +1,92 @@
+// What the run measures, per stream and in total: frame counts, drops, restarts, latency distributions and the
+// per-stage breakdown. Written by the pipeline's threads, read by the progress line, the periodic performance
+// report, /metrics and the end-of-run summary.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pipeline/frame.hpp"
+
+namespace vc::pipeline {
+
+// A latency distribution in fixed log-spaced buckets (0.01 ms .. ~170 s, 3 % wide): constant memory however long
+// the run, percentiles within a bucket's width. Thread-safe.
+class LatencyHistogram {
+ public:
+  static constexpr int kBuckets = 560;
+  void add(double ms);
+  [[nodiscard]] int64_t count() const;
+  [[nodiscard]] double sum_ms() const;
+  [[nodiscard]] double mean_ms() const;
+  [[nodiscard]] double percentile_ms(double q) const;  // q in [0, 1]; 0 when empty
+  // Count of values <= `ms` (for Prometheus' cumulative buckets).
+  [[nodiscard]] int64_t count_at_most(double ms) const;
+
+ private:
+  static int bucket_of(double ms);
+  static double upper_bound_of(int bucket);
+  mutable std::mutex mutex_;
+  std::array<int64_t, kBuckets> counts_{};
+  int64_t total_ = 0;
+  double sum_ = 0;
+};
+
+// Frames per second over the last few seconds (for the overlay and the live report), thread-safe.
+class RateMeter {
+ public:
+  void tick(Clock::time_point t);
+  [[nodiscard]] double per_second(Clock::time_point now) const;
+
+ private:
+  static constexpr int kSlots = 8;  // 8 slots of 0.5 s: a 4 s window
+  mutable std::mutex mutex_;
+  std::array<int64_t, kSlots> counts_{};
+  std::array<int64_t, kSlots> slot_ids_{};
+};
+
+enum class StreamState { Starting, Running, Reconnecting, Ended, Failed };
+const char* name(StreamState s);
+
+struct StreamStats {
+  std::string name;                       // the stream's name
+  std::string source;                     // what it reads (path, URI, device)
+  bool live = false;
+  std::atomic<StreamState> state{StreamState::Starting};
+  std::atomic<int64_t> delivered{0};      // frames the source produced
+  std::atomic<int64_t> classified{0};     // frames with a result
+  std::atomic<int64_t> queue_dropped{0};  // stale frames dropped before inference (live sources)
+  std::atomic<int64_t> output_dropped{0}; // labelled frames the video output could not keep up with (live)
+  std::atomic<int64_t> reconnects{0};     // source restarts after a failure or stall
+  std::atomic<int64_t> non_finite{0};     // frames whose logits held NaN/Inf
+  std::atomic<int64_t> failed_items{0};   // images that could not be decoded
+  std::atomic<int64_t> expected{-1};      // frames the file says it holds; -1 unknown
+  std::atomic<int64_t> last_frame_ns{0};  // steady-clock time of the last delivered frame (0 = none yet)
+  std::atomic<int64_t> first_frame_ns{0};
+  std::atomic<int64_t> last_result_ns{0};
+  std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)
+  mutable std::mutex text_mutex;          // guards decoder and error
+  std::string decoder;                    // decoder element in use
+  std::string error;                      // why the stream failed, "" if it did not
+  std::string end_reason;                 // why it ended: "end of input", "stopped", the error, …
+  LatencyHistogram latency;               // capture -> result written
+  LatencyHistogram queue_wait, inference, post, output;  // per-stage
+  RateMeter rate;
+
+  void set_decoder(const std::string& d);
+  void set_error(const std::string& e);
+  void set_end_reason(const std::string& r);
+  [[nodiscard]] std::string end_reason_text() const;
+  [[nodiscard]] std::string decoder_name() const;
+  [[nodiscard]] std::string error_text() const;
+  // Frames per second over the stream's whole life so far (frames / seconds from first frame to last result).
+  [[nodiscard]] double average_fps() const;
+};
+
+int64_t steady_ns(Clock::time_point t);
+Clock::time_point from_steady_ns(int64_t ns);
+
+}  // namespace vc::pipeline

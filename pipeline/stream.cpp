@@ -1,0 +1,303 @@
+#include "pipeline/stream.hpp"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "config/logging.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr auto kPoll = 100ms;              // how often the supervisor looks: Ctrl-C acts within this
+constexpr double kShortFileRatio = 0.95;   // a file yielding fewer frames than this share of its count failed
+
+std::string source_of(const config::Input& in) {
+  switch (in.kind) {
+    case config::InputKind::Test: return "test:" + in.pattern;
+    case config::InputKind::File:
+    case config::InputKind::Image: return in.path;
+    case config::InputKind::Uri: return in.uri;
+    case config::InputKind::Webcam: return in.device;
+  }
+  return "?";
+}
+
+double seconds_since(int64_t steady) {
+  return std::chrono::duration<double>(Clock::now() - from_steady_ns(steady)).count();
+}
+
+}  // namespace
+
+std::vector<std::string> image_files(const std::string& spec) {
+  std::vector<std::string> files;
+  auto is_image = [](const fs::path& p) {
+    auto ext = p.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
+  };
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) {
+    for (const auto& e : fs::directory_iterator(spec, ec)) {
+      if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().string());
+    }
+  } else if (spec.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    if (glob(spec.c_str(), 0, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
+    }
+    globfree(&g);
+  } else {
+    if (!fs::exists(spec, ec)) throw NoInputError(fmt::format("{}: no such image", spec));
+    files.push_back(spec);
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw NoInputError(fmt::format("{}: no images (.jpg, .jpeg, .png, .bmp) found", spec));
+  return files;
+}
+
+Stream::Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env)
+    : id_(id), input_(std::move(input)), gpu_frames_(gpu_frames), env_(std::move(env)) {
+  stats_.name = input_.name;
+  stats_.source = source_of(input_);
+  stats_.live = is_live_input(input_);
+}
+
+Stream::~Stream() { join(); }
+
+void Stream::start() {
+  if (input_.kind == config::InputKind::Image) {
+    images_ = image_files(input_.path);
+  } else {
+    source_ = open();
+  }
+  stats_.state = StreamState::Running;
+  thread_ = std::thread([this] { supervise(); });
+}
+
+void Stream::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Stream::join_for(std::chrono::milliseconds limit) {
+  if (!thread_.joinable()) return true;
+  std::unique_lock lock(done_mutex_);
+  if (!done_cv_.wait_for(lock, limit, [&] { return done_; })) return false;
+  lock.unlock();
+  thread_.join();
+  return true;
+}
+
+std::optional<SourceFailure> Stream::failure() const { return failure_; }
+
+std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
+  SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context};
+  pass_frames_ = 0;
+  return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });
+}
+
+bool Stream::on_frame(Frame&& f) {
+  if (stopping()) return false;
+  f.stream = id_;
+  f.index = next_index_++;
+  const int64_t now = steady_ns(f.captured);
+  int64_t none = 0;
+  stats_.first_frame_ns.compare_exchange_strong(none, now);
+  stats_.last_frame_ns = now;
+  if (!env_.hub->push(std::move(f))) return false;
+  ++pass_frames_;
+  const int64_t delivered = ++stats_.delivered;
+  stats_.queue_dropped = env_.hub->dropped(id_);
+  if (input_.max_frames > 0 && delivered >= input_.max_frames) {
+    max_reached_ = true;  // the supervisor ends the stream; the source gets end-of-stream from here
+    return false;
+  }
+  return true;
+}
+
+bool Stream::wait_interruptibly(double seconds) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  while (Clock::now() < until) {
+    if (env_.stop->load()) return false;
+    std::this_thread::sleep_for(std::min<Clock::duration>(kPoll, until - Clock::now()));
+  }
+  return !env_.stop->load();
+}
+
+void Stream::emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt) {
+  StreamEvent e;
+  e.kind = kind;
+  e.stream = id_;
+  e.stream_name = input_.name;
+  e.source = stats_.source;
+  e.frame = next_index_ - 1;
+  e.reason = reason;
+  e.attempt = attempt;
+  if (env_.on_event) env_.on_event(std::move(e));
+}
+
+GstSource::State Stream::run_source(SourceFailure& why) {
+  const int64_t opened = steady_ns(Clock::now());
+  for (;;) {
+    const auto state = source_->poll(kPoll);
+    stats_.set_decoder(source_->decoder());
+    stats_.gpu_frames = source_->delivers_gpu_frames();
+    if (stats_.expected < 0 && pass_frames_ > 0 && !input_.loop) stats_.expected = source_->expected_frames();
+    if (state == GstSource::State::Failed) {
+      why = source_->failure();
+      return state;
+    }
+    if (state == GstSource::State::Ended || stopping()) return GstSource::State::Ended;
+    // The watchdog: no frame for stall_timeout_s (counted from the start until the first frame arrives).
+    const int64_t last = pass_frames_ > 0 ? stats_.last_frame_ns.load() : opened;
+    if (input_.stall_timeout_s > 0 && seconds_since(last) > input_.stall_timeout_s) {
+      why = {stats_.live ? ExitCode::kUnavailable : ExitCode::kData,
+             fmt::format("{}: no frame for {:.0f} s (stalled)", stats_.source, input_.stall_timeout_s)};
+      return GstSource::State::Failed;
+    }
+  }
+}
+
+void Stream::supervise() {
+  struct Done {  // tells join_for() the thread is about to end, however it ends
+    Stream* s;
+    ~Done() {
+      std::lock_guard lock(s->done_mutex_);
+      s->done_ = true;
+      s->done_cv_.notify_all();
+    }
+  } done{this};
+  try {
+    if (input_.kind == config::InputKind::Image) {
+      supervise_images();
+    } else {
+      supervise_source();
+    }
+  } catch (const Error& e) {
+    finish_with(SourceFailure{e.code(), e.what()});
+  } catch (const std::exception& e) {
+    finish_with(SourceFailure{ExitCode::kInternal, e.what()});
+  }
+}
+
+void Stream::finish_with(std::optional<SourceFailure> failure) {
+  env_.hub->close(id_);  // first: the run must not wait for the teardown below (a stuck network source)
+  source_.reset();       // stops the pipeline: no more frames from it
+  if (failure) {
+    failure_ = failure;
+    stats_.set_error(failure->message);
+    stats_.state = StreamState::Failed;
+    vc::log::get("pipeline")->error("stream {}: {}", input_.name, failure->message);
+  } else {
+    stats_.state = StreamState::Ended;
+  }
+  // The stream_end event itself is sent by the post-processing stage once the stream's last result is out.
+  stats_.set_end_reason(failure ? failure->message
+                                : env_.stop->load() ? "stopped" : max_reached_ ? "max_frames reached" : "end of input");
+}
+
+void Stream::supervise_source() {
+  auto log = vc::log::get("pipeline");
+  int attempts = 0;  // restarts since frames last flowed
+  double delay = input_.reconnect.delay_s;
+  bool down = false;
+  SourceFailure why;  // why the source stopped (also: why reopening it failed)
+  for (;;) {
+    // Without a source the last attempt to open one failed, and `why` says why.
+    const auto state = source_ ? run_source(why) : GstSource::State::Failed;
+    if (down && pass_frames_ > 0) {  // frames flowed again after a restart
+      emit(StreamEvent::Kind::StreamUp, "frames flow again");
+      log->info("stream {}: up again after {} restart(s)", input_.name, attempts);
+      down = false;
+      attempts = 0;
+      delay = input_.reconnect.delay_s;
+      stats_.state = StreamState::Running;
+    }
+    if (stopping()) return finish_with(std::nullopt);
+    if (!stats_.live) {
+      if (state == GstSource::State::Failed) return finish_with(why);
+      // A file at its end: check it gave what it holds, then loop or finish.
+      const int64_t expected = stats_.expected;
+      if (pass_frames_ == 0) {
+        return finish_with(SourceFailure{ExitCode::kData, fmt::format("{}: no frame could be decoded", stats_.source)});
+      }
+      if (expected >= 10 && double(pass_frames_) < kShortFileRatio * double(expected)) {
+        return finish_with(SourceFailure{ExitCode::kData,
+                                         fmt::format("{}: decoded only {} of the {} frames the file holds (damaged?)",
+                                                     stats_.source, pass_frames_.load(), expected)});
+      }
+      if (!input_.loop) return finish_with(std::nullopt);
+      source_.reset();
+      source_ = open();
+      continue;
+    }
+    // A live source failed, ended or stalled: restart it, with backoff.
+    if (state == GstSource::State::Ended) why = {ExitCode::kUnavailable, stats_.source + ": the source ended"};
+    source_.reset();
+    if (!down) {
+      emit(StreamEvent::Kind::StreamDown, why.message, attempts + 1);
+      down = true;
+    }
+    if (input_.reconnect.attempts > 0 && attempts >= input_.reconnect.attempts) {
+      why.message = fmt::format("gave up after {} restart(s): {}", attempts, why.message);
+      return finish_with(why);
+    }
+    ++attempts;
+    stats_.state = StreamState::Reconnecting;
+    log->warn("stream {}: {} — restarting in {:.1f} s (attempt {}{})", input_.name, why.message, delay, attempts,
+              input_.reconnect.attempts > 0 ? fmt::format(" of {}", input_.reconnect.attempts) : "");
+    if (!wait_interruptibly(delay)) return finish_with(std::nullopt);
+    delay = std::min(delay * 2, input_.reconnect.max_delay_s);
+    ++stats_.reconnects;
+    try {
+      source_ = open();
+    } catch (const Error& e) {
+      source_.reset();
+      why = {e.code(), e.what()};
+    }
+  }
+}
+
+void Stream::supervise_images() {
+  auto log = vc::log::get("pipeline");
+  std::optional<SourceFailure> first_failure;
+  int64_t failed = 0;
+  do {
+    for (const auto& file : images_) {
+      if (stopping()) break;
+      SourceFailure why;
+      GstSource::State state = GstSource::State::Failed;
+      try {
+        source_ = open(file);
+        state = run_source(why);
+      } catch (const Error& e) {
+        why = {e.code(), e.what()};
+      }
+      source_.reset();
+      if (state == GstSource::State::Ended && pass_frames_ == 0 && !stopping()) {
+        why = {ExitCode::kData, file + ": no image could be decoded"};
+        state = GstSource::State::Failed;
+      }
+      if (state == GstSource::State::Failed) {
+        ++failed;
+        ++stats_.failed_items;
+        log->warn("stream {}: skipping {}", input_.name, why.message);
+        if (!first_failure) first_failure = why;
+      }
+    }
+  } while (input_.loop && !stopping() && failed < int64_t(images_.size()));
+  if (first_failure) {
+    first_failure->message = fmt::format("{} of {} image(s) could not be decoded; the first: {}", failed,
+                                         images_.size(), first_failure->message);
+  }
+  finish_with(first_failure);
+}
+
+}  // namespace vc::pipeline

@@ -1,0 +1,93 @@
+// One input stream and its supervisor: the thread that runs the stream's source, feeds the hub, and keeps it
+// alive — a live source that fails, ends or stalls (no frame for input.stall_timeout_s) is restarted with
+// exponential backoff up to input.reconnect.attempts times, with a stream_down event when it goes and a
+// stream_up event when frames flow again; a file that loops starts again at its end; a file that fails, or that
+// yields far fewer frames than it holds, ends the stream with the reason. One stream's end or failure never
+// stops the others. Image inputs decode their files one by one; an undecodable image is skipped and counted.
+#pragma once
+#include <gst/gst.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.hpp"
+#include "pipeline/frame_hub.hpp"
+#include "pipeline/gst_source.hpp"
+#include "pipeline/results.hpp"
+#include "pipeline/stats.hpp"
+
+namespace vc::pipeline {
+
+// What every stream shares: where frames go, where events go, the engine's CUDA context, the stop request.
+struct StreamEnvironment {
+  FrameHub* hub = nullptr;
+  std::function<void(StreamEvent)> on_event;  // called from the stream's thread
+  GstContext* cuda_context = nullptr;         // shared with NVDEC when frames may stay on the GPU
+  const std::atomic<bool>* stop = nullptr;
+};
+
+class Stream {
+ public:
+  // `gpu_frames`: this stream's NVDEC output may stay in GPU memory (it has no video output to draw on).
+  Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Opens the source (so that a missing file or camera fails the run at once, with its message and exit code)
+  // and starts supervising it on the stream's thread.
+  void start();
+  // Waits for the stream's thread to finish (it finishes at the end of the input, on failure, or on stop).
+  void join();
+  // join() with a limit: false if the thread is still busy (a source that will not stop).
+  bool join_for(std::chrono::milliseconds limit);
+
+  [[nodiscard]] int id() const { return id_; }
+  [[nodiscard]] const config::Input& input() const { return input_; }
+  [[nodiscard]] StreamStats& stats() { return stats_; }
+  [[nodiscard]] const StreamStats& stats() const { return stats_; }
+  [[nodiscard]] bool live() const { return stats_.live; }
+  // Why the stream did not end well (set once the thread has finished): the exit code and message.
+  [[nodiscard]] std::optional<SourceFailure> failure() const;
+
+ private:
+  void supervise();
+  void supervise_source();
+  void supervise_images();
+  // Runs the open source until it ends, fails or stalls; returns how.
+  GstSource::State run_source(SourceFailure& why);
+  bool on_frame(Frame&& f);  // a source's streaming thread
+  std::unique_ptr<GstSource> open(const std::string& image_file = {});
+  bool wait_interruptibly(double seconds);  // false when stopped meanwhile
+  void emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt = 0);
+  void finish_with(std::optional<SourceFailure> failure);
+  bool stopping() const { return env_.stop->load() || max_reached_.load(); }
+
+  int id_;
+  config::Input input_;
+  bool gpu_frames_;
+  StreamEnvironment env_;
+  StreamStats stats_;
+  std::vector<std::string> images_;
+  std::atomic<int64_t> next_index_{0};
+  std::atomic<int64_t> pass_frames_{0};   // frames of the current file pass / source run
+  std::atomic<bool> max_reached_{false};
+  std::optional<SourceFailure> failure_;
+  std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
+  std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// The image files of an image input (a file, a directory or a glob), sorted. Throws vc::NoInputError if none.
+std::vector<std::string> image_files(const std::string& spec);
+
+}  // namespace vc::pipeline

@@ -1,0 +1,455 @@
+#include "pipeline/video_output.hpp"
+
+#include <gst/app/gstappsrc.h>
+#include <gst/rtsp-server/rtsp-server.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+#include "pipeline/gst_probe.hpp"
+#include "pipeline/gst_util.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+GstCaps* bgr_caps(int w, int h, double fps) {
+  return gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "BGR", "width", G_TYPE_INT, w, "height", G_TYPE_INT,
+                             h, "framerate", GST_TYPE_FRACTION, int(fps * 1000 + 0.5), 1000, nullptr);
+}
+
+bool use_nvenc(const config::Output& o) {
+  if (o.codec == config::Codec::Nvh264 && !has_element("nvh264enc")) {
+    throw UnavailableError("output.codec nvh264: nvh264enc (NVENC) is not available here");
+  }
+  return o.codec == config::Codec::Nvh264 || (o.codec == config::Codec::Auto && has_element("nvh264enc"));
+}
+
+GstElement* add_encoder(GstElement* p, const config::Output& o, bool low_latency) {
+  if (use_nvenc(o)) {
+    GstElement* e = add_element(p, "nvh264enc", "encoder");
+    g_object_set(e, "bitrate", guint(o.bitrate_kbps), nullptr);
+    return e;
+  }
+  GstElement* e = add_element(p, "x264enc", "encoder");
+  g_object_set(e, "bitrate", guint(o.bitrate_kbps), "key-int-max", 60u, nullptr);
+  gst_util_set_object_arg(G_OBJECT(e), "speed-preset", low_latency ? "ultrafast" : "veryfast");
+  if (low_latency) gst_util_set_object_arg(G_OBJECT(e), "tune", "zerolatency");
+  return e;
+}
+
+GstBuffer* wrap(const OutputFrame& f, double fps) {
+  const cv::Mat& bgr = f.bgr;
+  const size_t bytes = bgr.total() * bgr.elemSize();
+  GstBuffer* buffer = gst_buffer_new_allocate(nullptr, bytes, nullptr);
+  if (bgr.isContinuous()) {
+    gst_buffer_fill(buffer, 0, bgr.data, bytes);
+  } else {
+    const cv::Mat packed = bgr.clone();
+    gst_buffer_fill(buffer, 0, packed.data, bytes);
+  }
+  GST_BUFFER_PTS(buffer) = GstClockTime(std::max<int64_t>(f.pts_ns, 0));
+  GST_BUFFER_DURATION(buffer) = GstClockTime(1e9 / fps);
+  return buffer;
+}
+
+// The bus's first error as the exception it is: a write failure (disk full) loses data (IoError).
+[[noreturn]] void throw_output_error(GstMessage* m, const std::string& what) {
+  GError* error = nullptr;
+  gst_message_parse_error(m, &error, nullptr);
+  const bool write = error && error->domain == GST_RESOURCE_ERROR &&
+                     (error->code == GST_RESOURCE_ERROR_WRITE || error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT ||
+                      error->code == GST_RESOURCE_ERROR_OPEN_WRITE || error->code == GST_RESOURCE_ERROR_CLOSE);
+  if (error) g_error_free(error);
+  const auto message = fmt::format("{}: {}", what, describe_error(m));
+  if (write) throw IoError(message);
+  throw UnavailableError(message);
+}
+
+// appsrc -> … : the file and display outputs.
+class PipelineOutput : public VideoOutput {
+ public:
+  PipelineOutput(std::string what, double fps) : what_(std::move(what)), fps_(fps), pipeline_(make_pipeline(nullptr)) {}
+
+  void start(GstElement* src) {
+    src_ = src;
+    bus_.reset(gst_element_get_bus(pipeline_.get()));
+    if (gst_element_set_state(pipeline_.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) check_bus(true);
+  }
+
+  ~PipelineOutput() override {
+    try {
+      finish();
+    } catch (const std::exception& e) {
+      vc::log::get("pipeline")->error("{}", e.what());
+    }
+    stop_pipeline(pipeline_.get());
+  }
+
+  void push(const OutputFrame& f) override {
+    check_bus(false);
+    if (gst_app_src_push_buffer(GST_APP_SRC(src_), wrap(f, fps_)) != GST_FLOW_OK) check_bus(true);
+    ++frames_;
+  }
+
+  void finish() override {
+    if (finished_ || !src_) return;
+    finished_ = true;
+    gst_app_src_end_of_stream(GST_APP_SRC(src_));
+    // The muxer writes its index on EOS: wait for it to reach the sink.
+    MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), 60 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR))};
+    stop_pipeline(pipeline_.get());
+    if (m && GST_MESSAGE_TYPE(m.get()) == GST_MESSAGE_ERROR) {
+      failed();
+      throw_output_error(m.get(), what_);
+    }
+    if (!m && wants_eos()) {
+      failed();
+      throw IoError(fmt::format("{}: the encoder did not finish within 60 s", what_));
+    }
+    completed();
+  }
+
+  std::string description() const override { return what_; }
+  int64_t frames() const override { return frames_; }
+
+ protected:
+  virtual bool wants_eos() const { return false; }
+  virtual void completed() {}
+  virtual void failed() {}
+
+  GstElement* pipeline() const { return pipeline_.get(); }
+
+  void check_bus(bool must_fail) {
+    if (MessagePtr m{gst_bus_pop_filtered(bus_.get(), GST_MESSAGE_ERROR)}) {
+      finished_ = true;
+      failed();
+      throw_output_error(m.get(), what_);
+    }
+    if (must_fail) {
+      MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), 2 * GST_SECOND, GST_MESSAGE_ERROR)};
+      finished_ = true;
+      failed();
+      if (m) throw_output_error(m.get(), what_);
+      throw UnavailableError(fmt::format("{}: the output stopped", what_));
+    }
+  }
+
+  std::string what_;
+  double fps_;
+  int64_t frames_ = 0;
+
+ private:
+  PipelinePtr pipeline_;
+  GstElement* src_ = nullptr;
+  BusPtr bus_;
+  bool finished_ = false;
+};
+
+GstElement* add_appsrc(GstElement* p, int w, int h, double fps, bool live) {
+  GstElement* src = add_element(p, "appsrc", "src");
+  g_object_set(src, "format", GST_FORMAT_TIME, "block", TRUE, "is-live", live ? TRUE : FALSE, "max-bytes",
+               guint64(size_t(w) * h * 3 * 4), nullptr);
+  GstCaps* caps = bgr_caps(w, h, fps);
+  g_object_set(src, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+  return src;
+}
+
+class FileOutput final : public PipelineOutput {
+ public:
+  explicit FileOutput(const VideoOutput::Options& o) : PipelineOutput(o.path, o.fps), final_path_(o.path) {
+    const fs::path path(o.path);
+    std::error_code ec;
+    if (path.has_parent_path()) {
+      fs::create_directories(path.parent_path(), ec);
+      if (ec) throw CantCreateError(fmt::format("{}: cannot create directory: {}", path.parent_path().string(), ec.message()));
+    }
+    auto ext = path.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    // Crash-safe formats are written in place; a plain MP4/MOV only becomes valid at its end: write it aside.
+    const bool in_place = ext == ".mkv" || (ext == ".mp4" && o.output.fragment_s > 0);
+    write_path_ = in_place ? o.path : o.path + ".partial";
+    if (!std::ofstream(write_path_, std::ios::binary)) {
+      throw CantCreateError(fmt::format("{}: cannot write the output file", o.path));
+    }
+    try {
+      build(o, ext);
+    } catch (...) {
+      failed();
+      throw;
+    }
+    vc::log::get("pipeline")->info("output: {} ({}x{}, {})", o.path, o.width, o.height,
+                                   use_nvenc(o.output) ? "NVENC" : "x264");
+  }
+
+ private:
+  void build(const VideoOutput::Options& o, const std::string& ext) {
+    GstElement* p = pipeline();
+    GstElement* src = add_appsrc(p, o.width, o.height, o.fps, false);
+    GstElement* mux = add_element(p, ext == ".mkv" ? "matroskamux" : ext == ".mov" ? "qtmux" : "mp4mux", "mux");
+    if (ext == ".mp4" && o.output.fragment_s > 0) {
+      g_object_set(mux, "fragment-duration", guint(o.output.fragment_s * 1000), nullptr);
+    }
+    GstElement* sink = add_element(p, "filesink", "file");
+    g_object_set(sink, "location", write_path_.c_str(), nullptr);
+    link_chain({src, add_element(p, "videoconvert"),
+                add_capsfilter(p, gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr)),
+                add_encoder(p, o.output, false), add_element(p, "h264parse"), mux, sink});
+    start(src);
+  }
+
+  bool wants_eos() const override { return true; }
+  void completed() override {
+    if (write_path_ != final_path_) {
+      std::error_code ec;
+      fs::rename(write_path_, final_path_, ec);
+      if (ec) throw IoError(fmt::format("{}: cannot rename {} into place: {}", final_path_, write_path_, ec.message()));
+    }
+    vc::log::get("pipeline")->info("wrote {} frames to {}", frames_, final_path_);
+  }
+  void failed() override {
+    // A file that never got its index is unplayable: do not leave it behind under a name that suggests otherwise.
+    if (write_path_ != final_path_) {
+      std::error_code ec;
+      fs::remove(write_path_, ec);
+    }
+  }
+
+  std::string final_path_, write_path_;
+};
+
+class DisplayOutput final : public PipelineOutput {
+ public:
+  explicit DisplayOutput(const VideoOutput::Options& o) : PipelineOutput("display (" + o.name + ")", o.fps) {
+    const auto sink_name = display_sink(false);
+    GstElement* p = pipeline();
+    GstElement* src = add_appsrc(p, o.width, o.height, o.fps, true);
+    GstElement* sink = add_element(p, sink_name.c_str(), "display");
+    g_object_set(sink, "sync", FALSE, nullptr);
+    link_chain({src, add_element(p, "videoconvert"), sink});
+    start(src);
+    vc::log::get("pipeline")->info("output: window ({}) for {}", sink_name, o.name);
+  }
+};
+
+// An RTSP server (gst-rtsp-server) whose clients all see the labelled stream. Its media pipeline is the one
+// place a launch description is used (gst-rtsp-server builds media from it): it holds only numbers we format.
+class RtspOutput final : public VideoOutput {
+ public:
+  explicit RtspOutput(const VideoOutput::Options& o) : fps_(o.fps) {
+    context_ = g_main_context_new();
+    loop_ = g_main_loop_new(context_, FALSE);
+    server_ = gst_rtsp_server_new();
+    gst_rtsp_server_set_address(server_, o.output.rtsp_address.c_str());
+    gst_rtsp_server_set_service(server_, std::to_string(o.output.rtsp_port).c_str());
+    GstRTSPMountPoints* mounts = gst_rtsp_server_get_mount_points(server_);
+    GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
+    const std::string encoder = use_nvenc(o.output)
+                                    ? fmt::format("nvh264enc bitrate={}", o.output.bitrate_kbps)
+                                    : fmt::format("x264enc tune=zerolatency speed-preset=ultrafast bitrate={} key-int-max=60",
+                                                  o.output.bitrate_kbps);
+    const auto launch = fmt::format(
+        "( appsrc name=src is-live=true format=time do-timestamp=true "
+        "caps=video/x-raw,format=BGR,width={},height={},framerate={}/1000 ! videoconvert ! video/x-raw,format=I420 "
+        "! {} ! rtph264pay name=pay0 pt=96 config-interval=1 )",
+        o.width, o.height, int(o.fps * 1000 + 0.5), encoder);
+    gst_rtsp_media_factory_set_launch(factory, launch.c_str());
+    gst_rtsp_media_factory_set_shared(factory, TRUE);
+    g_signal_connect(factory, "media-configure", G_CALLBACK(+[](GstRTSPMediaFactory*, GstRTSPMedia* media, gpointer self) {
+                       static_cast<RtspOutput*>(self)->on_media(media);
+                     }), this);
+    gst_rtsp_mount_points_add_factory(mounts, o.path.c_str(), factory);
+    g_object_unref(mounts);
+    if (gst_rtsp_server_attach(server_, context_) == 0) {
+      g_object_unref(server_);
+      g_main_loop_unref(loop_);
+      g_main_context_unref(context_);
+      throw UnavailableError(fmt::format("cannot serve RTSP on {}:{} (port in use, or not an address of this host?)",
+                                         o.output.rtsp_address, o.output.rtsp_port));
+    }
+    what_ = fmt::format("rtsp://{}:{}{}", o.output.rtsp_address, o.output.rtsp_port, o.path);
+    thread_ = std::thread([this] { g_main_loop_run(loop_); });
+    vc::log::get("pipeline")->info("output: serving {}", what_);
+  }
+  ~RtspOutput() override {
+    finish();
+    g_main_loop_quit(loop_);
+    if (thread_.joinable()) thread_.join();
+    g_object_unref(server_);
+    g_main_loop_unref(loop_);
+    g_main_context_unref(context_);
+  }
+  void push(const OutputFrame& f) override {
+    std::lock_guard lock(mutex_);
+    for (auto it = sources_.begin(); it != sources_.end();) {
+      if (gst_app_src_push_buffer(GST_APP_SRC(*it), wrap(f, fps_)) != GST_FLOW_OK) {
+        gst_object_unref(*it);
+        it = sources_.erase(it);  // that client went away
+      } else {
+        ++it;
+      }
+    }
+    ++frames_;
+  }
+  void finish() override {
+    std::lock_guard lock(mutex_);
+    for (auto* s : sources_) {
+      gst_app_src_end_of_stream(GST_APP_SRC(s));
+      gst_object_unref(s);
+    }
+    sources_.clear();
+  }
+  std::string description() const override { return what_; }
+  int64_t frames() const override { return frames_; }
+
+ private:
+  void on_media(GstRTSPMedia* media) {
+    GstElement* bin = gst_rtsp_media_get_element(media);
+    GstElement* src = gst_bin_get_by_name_recurse_up(GST_BIN(bin), "src");
+    gst_object_unref(bin);
+    if (!src) return;
+    std::lock_guard lock(mutex_);
+    sources_.push_back(src);
+  }
+
+  double fps_;
+  std::string what_;
+  GMainContext* context_ = nullptr;
+  GMainLoop* loop_ = nullptr;
+  GstRTSPServer* server_ = nullptr;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::vector<GstElement*> sources_;
+  int64_t frames_ = 0;
+};
+
+// Labelled images, one file each: named after the input image (or STREAM-FRAME for video), JPEG or PNG.
+class ImagesOutput final : public VideoOutput {
+ public:
+  explicit ImagesOutput(const VideoOutput::Options& o) : target_(o.path) {
+    pattern_ = target_.find("%s") != std::string::npos;
+    const fs::path dir = pattern_ ? fs::path(target_).parent_path() : fs::path(target_);
+    std::error_code ec;
+    if (!dir.empty()) fs::create_directories(dir, ec);
+    if (ec) throw CantCreateError(fmt::format("{}: cannot create the image folder: {}", dir.string(), ec.message()));
+    vc::log::get("pipeline")->info("output: labelled images in {}", target_);
+  }
+
+  void push(const OutputFrame& f) override {
+    const fs::path source(f.source);
+    auto ext = source.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string stem = f.source.empty() ? fmt::format("{}-{:06}", f.stream, f.index) : source.stem().string();
+    std::string file;
+    if (pattern_) {
+      file = target_;
+      file.replace(file.find("%s"), 2, stem);
+    } else {
+      file = (fs::path(target_) / (stem + (ext == ".png" || ext == ".bmp" ? ".png" : ".jpg"))).string();
+    }
+    auto fext = fs::path(file).extension().string();
+    std::transform(fext.begin(), fext.end(), fext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    write_image(f, file, fext == ".png");
+    ++frames_;
+  }
+  void finish() override {
+    if (frames_ && !reported_) vc::log::get("pipeline")->info("wrote {} labelled image(s) to {}", frames_, target_);
+    reported_ = true;
+  }
+  std::string description() const override { return target_; }
+  int64_t frames() const override { return frames_; }
+
+ private:
+  static void write_image(const OutputFrame& f, const std::string& file, bool png) {
+    PipelinePtr p = make_pipeline(nullptr);
+    GstElement* src = add_appsrc(p.get(), f.bgr.cols, f.bgr.rows, 1, false);
+    GstElement* sink = add_element(p.get(), "filesink");
+    g_object_set(sink, "location", file.c_str(), nullptr);
+    link_chain({src, add_element(p.get(), "videoconvert"), add_element(p.get(), png ? "pngenc" : "jpegenc"), sink});
+    BusPtr bus(gst_element_get_bus(p.get()));
+    if (gst_element_set_state(p.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+      throw CantCreateError(fmt::format("{}: cannot write the image", file));
+    }
+    OutputFrame one = f;
+    one.pts_ns = 0;
+    gst_app_src_push_buffer(GST_APP_SRC(src), wrap(one, 1));
+    gst_app_src_end_of_stream(GST_APP_SRC(src));
+    MessagePtr m{gst_bus_timed_pop_filtered(bus.get(), 30 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR))};
+    if (!m) throw IoError(fmt::format("{}: the image was not written within 30 s", file));
+    if (GST_MESSAGE_TYPE(m.get()) == GST_MESSAGE_ERROR) throw_output_error(m.get(), file);
+  }
+
+  std::string target_;
+  bool pattern_ = false;
+  bool reported_ = false;
+  int64_t frames_ = 0;
+};
+
+class NullOutput final : public VideoOutput {
+ public:
+  void push(const OutputFrame&) override { ++frames_; }
+  void finish() override {}
+  std::string description() const override { return "none"; }
+  int64_t frames() const override { return frames_; }
+
+ private:
+  int64_t frames_ = 0;
+};
+
+}  // namespace
+
+std::string display_sink(bool check_opens) {
+  ensure_gstreamer();
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  const char* x11 = std::getenv("DISPLAY");
+  std::string sink;
+  if (wayland && *wayland && has_element("waylandsink")) {
+    sink = "waylandsink";
+  } else if (x11 && *x11) {
+    for (const char* candidate : {"ximagesink", "glimagesink"}) {
+      if (has_element(candidate)) {
+        sink = candidate;
+        break;
+      }
+    }
+    if (sink.empty()) throw UnavailableError("no X11 video sink: install gstreamer1.0-x (ximagesink)");
+  } else {
+    throw UnavailableError("no display: neither DISPLAY nor WAYLAND_DISPLAY is set (use --output FILE.mp4, "
+                           "--output rtsp://0.0.0.0:8554/classify or --output none)");
+  }
+  if (check_opens) {
+    GstElement* e = gst_element_factory_make(sink.c_str(), nullptr);
+    const bool ok = e && gst_element_set_state(e, GST_STATE_READY) != GST_STATE_CHANGE_FAILURE;
+    if (e) {
+      gst_element_set_state(e, GST_STATE_NULL);
+      gst_object_unref(e);
+    }
+    if (!ok) {
+      throw UnavailableError(fmt::format("{} cannot open the display '{}'", sink, wayland && *wayland ? wayland : x11 ? x11 : ""));
+    }
+  }
+  return sink;
+}
+
+std::unique_ptr<VideoOutput> VideoOutput::open(const Options& o) {
+  switch (o.output.kind) {
+    case config::OutputKind::None: return std::make_unique<NullOutput>();
+    case config::OutputKind::Display: return std::make_unique<DisplayOutput>(o);
+    case config::OutputKind::Rtsp: return std::make_unique<RtspOutput>(o);
+    case config::OutputKind::Images: return std::make_unique<ImagesOutput>(o);
+    case config::OutputKind::File: return std::make_unique<FileOutput>(o);
+  }
+  throw InternalError("unknown output kind");
+}
+
+}  // namespace vc::pipeline
