@@ -9,7 +9,9 @@
 #include "config/errors.hpp"
 #include "config/version.hpp"
 #include "inference/cuda/gpu_info.hpp"
+#include "pipeline/decoders.hpp"
 #include "pipeline/gst_probe.hpp"
+#include "pipeline/video_output.hpp"
 
 namespace vc::app {
 namespace {
@@ -22,7 +24,7 @@ void line(std::ostream& out, const char* status, const std::string& what, const 
 
 int run_doctor(std::ostream& out) {
   bool broken = false;
-  fmt::print(out, "video-classifier {} doctor\n\nGPU and CUDA\n", kVersion);
+  fmt::print(out, "video-classifier {} (git {}) doctor\n\nGPU and CUDA\n", kVersion, kGitRevision);
   const auto gpu = inference::probe_gpus();
   line(out, gpu.driver_version.empty() ? "missing" : "ok", "NVIDIA driver",
        gpu.driver_version.empty() ? "not loaded (no /proc/driver/nvidia/version)" : gpu.driver_version);
@@ -66,6 +68,22 @@ int run_doctor(std::ostream& out) {
   if (!any_encoder) {
     line(out, "FAIL", "H.264 encoder", "none of x264enc, openh264enc, nvh264enc (gstreamer1.0-plugins-ugly)");
     broken = true;
+  }
+
+  fmt::print(out, "\nDecoders (best first; NVDEC appears only where the NVIDIA driver and a GPU are usable)\n");
+  for (const auto& c : pipeline::probe_decoders()) {
+    std::string list;
+    for (const auto& d : c.decoders) list += fmt::format("{}{}{}", list.empty() ? "" : ", ", d.factory, d.gpu ? " (NVDEC)" : "");
+    const bool any_gpu = std::any_of(c.decoders.begin(), c.decoders.end(), [](const auto& d) { return d.gpu; });
+    line(out, c.decoders.empty() ? "absent" : any_gpu ? "ok" : "cpu", c.codec, list.empty() ? "no decoder" : list);
+  }
+
+  fmt::print(out, "\nDisplay\n");
+  try {
+    const auto sink = pipeline::display_sink(true);
+    line(out, "ok", "display", sink + " opens the display");
+  } catch (const Error& e) {
+    line(out, "absent", "display", std::string(e.what()) + " (--output display will not work; files and RTSP do)");
   }
 
   fmt::print(out, "\nOpenCV\n");

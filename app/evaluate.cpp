@@ -18,30 +18,44 @@ namespace {
 
 using Labels = std::map<int64_t, std::string>;  // frame -> label
 
-// Top-1 labels of every frame line in a results file.
-Labels read_results(const std::string& path) {
+// The label of every frame line in a results file: its top-1, or with `smoothed` the smoothed label (what the
+// overlay headline and the label-change events use). Lines of other streams than the first one seen are an error:
+// frame numbers are per stream.
+Labels read_results(const std::string& path, bool smoothed) {
   std::ifstream in(path);
   if (!in) throw NoInputError(fmt::format("{}: cannot read results", path));
   Labels labels;
   int line_no = 0;
+  std::string stream;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
     if (line.empty()) continue;
-    nlohmann::json j;
     try {
-      j = nlohmann::json::parse(line);
+      const auto j = nlohmann::json::parse(line);
+      if (!j.is_object() || !j.contains("frame") || !j.contains("top")) continue;  // event lines
+      if (j.contains("stream")) {
+        const auto s = j["stream"].get<std::string>();
+        if (stream.empty()) stream = s;
+        if (s != stream) {
+          throw DataError(fmt::format("{}:{}: results of several streams ({} and {}): evaluate one stream's results "
+                                      "(output.results: 'out/{{stream}}.jsonl')", path, line_no, stream, s));
+        }
+      }
+      const auto frame = j["frame"].get<int64_t>();
+      if (smoothed) {
+        if (j.contains("smoothed")) labels[frame] = j["smoothed"]["label"].get<std::string>();
+      } else if (!j["top"].empty()) {
+        labels[frame] = j["top"][0]["label"].get<std::string>();
+      }
     } catch (const nlohmann::json::exception& e) {
-      throw DataError(fmt::format("{}:{}: not JSON ({})", path, line_no, e.what()));
+      throw DataError(fmt::format("{}:{}: not a results line ({})", path, line_no, e.what()));
     }
-    if (!j.contains("frame") || !j.contains("top")) continue;  // event lines
-    if (j["top"].empty()) continue;
-    labels[j["frame"].get<int64_t>()] = j["top"][0]["label"].get<std::string>();
   }
   return labels;
 }
 
 Labels read_truth(const std::string& path) {
-  if (path.size() > 6 && path.substr(path.size() - 6) == ".jsonl") return read_results(path);
+  if (path.size() > 6 && path.substr(path.size() - 6) == ".jsonl") return read_results(path, false);
   std::ifstream in(path);
   if (!in) throw NoInputError(fmt::format("{}: cannot read ground truth", path));
   Labels labels;
@@ -64,7 +78,7 @@ Labels read_truth(const std::string& path) {
 }  // namespace
 
 int evaluate(const CommandLine& cl, std::ostream& out) {
-  const auto predicted = read_results(cl.results_path);
+  const auto predicted = read_results(cl.results_path, cl.smoothed);
   const auto truth = read_truth(cl.ground_truth);
   std::set<std::string> class_set;
   for (const auto& [f, l] : truth) class_set.insert(l);
@@ -86,7 +100,8 @@ int evaluate(const CommandLine& cl, std::ostream& out) {
   if (scored == 0) throw DataError(fmt::format("{} and {} have no frame in common", cl.results_path, cl.ground_truth));
   const double accuracy = double(correct) / double(scored);
   fmt::print(out, "frames scored: {} ({} in the ground truth without a result)\n", scored, missing);
-  fmt::print(out, "frame accuracy: {:.2f}% ({}/{})\n\nper class:\n", accuracy * 100, correct, scored);
+  fmt::print(out, "frame accuracy: {:.2f}% ({}/{}) of the {} label{}\n\nper class:\n", accuracy * 100, correct, scored,
+             cl.smoothed ? "smoothed" : "top-1", cl.smoothed ? " (what the overlay headline shows)" : " (add --smoothed to score the smoothed label)");
   for (size_t c = 0; c < classes.size(); ++c) {
     int total = 0;
     for (int v : confusion[c]) total += v;

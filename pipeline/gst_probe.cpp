@@ -30,8 +30,6 @@ std::vector<ElementStatus> probe_elements() {
       {"appsrc", "takes labelled frames from the app", true, false},
       {"videoconvert", "colour conversion", true, false},
       {"videoscale", "resizing to the requested resolution", true, false},
-      {"decodebin", "file inputs (any container/codec)", true, false},
-      {"uridecodebin", "uri inputs", true, false},
       {"videotestsrc", "test input", true, false},
       {"h264parse", "H.264 output", true, false},
       {"mp4mux", "MP4 output", true, false},
@@ -47,7 +45,11 @@ std::vector<ElementStatus> probe_elements() {
       {"pngdec", "PNG images", false, false},
       {"rtspsrc", "rtsp:// inputs", false, false},
       {"rtph264pay", "RTSP output (with libgstrtspserver)", false, false},
-      {"autovideosink", "display output", false, false},
+      {"ximagesink", "display output on X11 (gstreamer1.0-x)", false, false},
+      {"waylandsink", "display output on Wayland", false, false},
+      {"parsebin", "demuxing and parsing of files and streams", true, false},
+      {"urisourcebin", "uri inputs", true, false},
+      {"jpegenc", "labelled image output", false, false},
   };
   for (auto& e : elements) e.present = has_element(e.name.c_str());
   return elements;

@@ -247,6 +247,17 @@ void GstSource::on_pad(GstPad* pad) {
     g_object_set(sink, "async", FALSE, "sync", FALSE, nullptr);
     gst_element_sync_state_with_parent(sink);
     PadPtr sink_pad(gst_element_get_static_pad(sink, "sink"));
+    // A stream that ends before any video appeared has none (an audio-only file): say so at once. (parsebin in
+    // 1.22 signals no "no-more-pads" we could wait for instead.)
+    gst_pad_add_probe(sink_pad.get(), GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM,
+                      [](GstPad*, GstPadProbeInfo* info, gpointer self) {
+                        auto* source = static_cast<GstSource*>(self);
+                        if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS && !source->video_linked_) {
+                          source->fail(ExitCode::kData, source->what_ + ": no video stream in it");
+                        }
+                        return GST_PAD_PROBE_OK;
+                      },
+                      this, nullptr);
     gst_pad_link(pad, sink_pad.get());
     return;
   }
@@ -345,6 +356,7 @@ GstFlowReturn GstSource::on_sample(GstElement* sink) {
   if (spec_.input.kind == config::InputKind::Image) {
     f.source = spec_.image_file;
     f.independent = true;
+    f.pts_ns = -1;  // a still image has no timeline
   }
   return on_frame_(std::move(f)) ? GST_FLOW_OK : GST_FLOW_EOS;
 }

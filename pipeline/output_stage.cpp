@@ -154,6 +154,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
 
  private:
   void handle(const LabelledFrame& item) override {
+    const auto started = Clock::now();
     const Frame& f = *item.frame;
     if (first_) {
       live_origin_ = f.captured;
@@ -169,6 +170,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
     const int64_t t = stream_time_ns(f, stats_.live, live_origin_);
     draw_overlay(image, overlay_.make(item.result, stats_, f.pts_ns >= 0 && !stats_.live ? f.pts_ns : t), overlay_.style);
     video_->push({image, t, f.index, stats_.name, f.source});
+    stats_.output.add(std::chrono::duration<double, std::milli>(Clock::now() - started).count());
   }
 
   void open(const Frame& f, cv::Size frame_size) {
@@ -252,6 +254,14 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
   }
 
   bool due(int64_t t_ns) const {
+    bool all_done = true;
+    int64_t latest = -1;
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      const auto state = streams_[s]->state.load();
+      all_done &= state == StreamState::Ended || state == StreamState::Failed;
+      latest = std::max(latest, times_[s]);
+    }
+    if (all_done) return t_ns <= latest;  // the end: up to the last frame that arrived, no further
     if (any_live_ && Clock::now() - origin_ >= std::chrono::nanoseconds(t_ns) + 500ms) return true;
     for (size_t s = 0; s < streams_.size(); ++s) {
       const auto state = streams_[s]->state.load();
@@ -306,6 +316,7 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
 OutputStage::OutputStage(const config::Config& cfg, std::vector<StreamStats*> streams, std::string engine, std::string model) {
   route_.assign(streams.size(), nullptr);
   if (cfg.output.kind == config::OutputKind::None) return;
+  if (cfg.output.kind == config::OutputKind::Display) display_sink(true);  // no display: say so now, not mid-run
   OverlayMaker overlay{cfg.overlay, cfg.smoothing.window, std::move(engine), std::move(model)};
   if (cfg.output.tiled) {
     workers_.push_back(std::make_unique<TileWorker>(wants_stop_, cfg.output, overlay, streams));

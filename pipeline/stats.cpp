@@ -66,6 +66,7 @@ int64_t LatencyHistogram::count_at_most(double ms) const {
 void RateMeter::tick(Clock::time_point t) {
   const int64_t id = steady_ns(t) / 500'000'000;
   std::lock_guard lock(mutex_);
+  if (first_id_ < 0) first_id_ = id;
   auto& slot = counts_[size_t(id % kSlots)];
   if (slot_ids_[size_t(id % kSlots)] != id) {
     slot_ids_[size_t(id % kSlots)] = id;
@@ -77,13 +78,16 @@ void RateMeter::tick(Clock::time_point t) {
 double RateMeter::per_second(Clock::time_point now) const {
   const int64_t id = steady_ns(now) / 500'000'000;
   std::lock_guard lock(mutex_);
+  if (first_id_ < 0) return 0;
+  // The completed slots of the window (the current one is still filling), no further back than the first tick.
+  const int64_t slots = std::min<int64_t>(kSlots - 1, id - first_id_);
+  if (slots <= 0) return 0;
   int64_t n = 0;
-  // The completed slots of the window (the current one is still filling).
-  for (int k = 1; k < kSlots; ++k) {
+  for (int64_t k = 1; k <= slots; ++k) {
     const int64_t want = id - k;
-    if (want >= 0 && slot_ids_[size_t(want % kSlots)] == want) n += counts_[size_t(want % kSlots)];
+    if (slot_ids_[size_t(want % kSlots)] == want) n += counts_[size_t(want % kSlots)];
   }
-  return double(n) / (0.5 * (kSlots - 1));
+  return double(n) / (0.5 * double(slots));
 }
 
 const char* name(StreamState s) {

@@ -46,6 +46,7 @@ class RateMeter {
   mutable std::mutex mutex_;
   std::array<int64_t, kSlots> counts_{};
   std::array<int64_t, kSlots> slot_ids_{};
+  int64_t first_id_ = -1;
 };
 
 enum class StreamState { Starting, Running, Reconnecting, Ended, Failed };

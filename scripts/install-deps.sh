@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages video-classifier builds and runs with, if any is missing. Idempotent.
+# (xvfb, mosquitto and curl are for the tests: a virtual display, a real MQTT broker, an HTTP client.)
 # The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
 set -euo pipefail
 packages=(
-  build-essential cmake pkg-config ccache git python3 python3-pip
-  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstrtspserver-1.0-dev
+  build-essential cmake pkg-config ccache git python3 python3-pip python3-venv curl
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev libgstrtspserver-1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-base-apps gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
-  gstreamer1.0-plugins-ugly
+  gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-x
   libopencv-core-dev libopencv-imgproc-dev
   libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
+  libmosquitto-dev libcpp-httplib-dev
+  xvfb xauth mosquitto mosquitto-clients
 )
 missing=()
 for p in "${packages[@]}"; do
