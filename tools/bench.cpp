@@ -1,6 +1,7 @@
 // bench: latency and throughput of the cuDNN engine per model and batch, start-up cold and with the algorithm
-// cache, GPU memory, and the preprocessing kernel. Prints a table and writes JSON. Random weights (timing does
-// not depend on their values). Runs on a GPU; `--cpu` times the CPU reference engine instead.
+// cache, GPU memory, the preprocessing kernel, and the stem alone (our fused kernel vs cuDNN FP32 and TF32).
+// Prints tables and writes JSON. Random weights (timing does not depend on their values). Runs on a GPU;
+// `--cpu` times the CPU reference engine instead; `--only stem` (or preprocess, engine) runs one section.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,11 +19,13 @@
 #include "inference/cpu/cpu_engine.hpp"
 #include "inference/cuda/cuda_memory.hpp"
 #include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine_kernels.hpp"
 #include "inference/cuda/gpu_info.hpp"
 #include "inference/cuda/gpu_timer.hpp"
 #include "inference/model/half.hpp"
 #include "inference/cuda/preprocess_gpu.hpp"
 #include "inference/model/resnet.hpp"
+#include "inference/cuda/stem_kernel.hpp"
 
 using namespace vc::inference;
 using json = nlohmann::json;
@@ -80,22 +83,191 @@ json bench_preprocess(int loops) {
           {"device_frame_us", device_ms * 1000}, {"host_frame_us", host_ms * 1000}};
 }
 
+// The engine's cuDNN stem on its own: FP16 input widened to FP32, conv + bias + ReLU in one cuDNN call (the
+// fastest algorithm with the given math), max-pool to FP16: the steps CudnnEngine runs without the fused kernel.
+class CudnnStem {
+ public:
+  CudnnStem(cudnnHandle_t handle, int batch, int size, const Layer& conv, bool tf32)
+      : handle_(handle), batch_(batch), size_(size), conv_(conv), out_size_(stem_conv_extent(size)) {
+    const auto tensor = [](TensorDesc& d, int n, int c, int h, int w, cudnnTensorFormat_t f) {
+      cudnnTensorDescriptor_t t;
+      CUDNN_CHECK(cudnnCreateTensorDescriptor(&t));
+      d = TensorDesc(t);
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, f, CUDNN_DATA_FLOAT, n, c, h, w));
+    };
+    tensor(x_desc_, batch, conv.in_channels, size, size, CUDNN_TENSOR_NHWC);
+    tensor(y_desc_, batch, conv.out_channels, out_size_, out_size_, CUDNN_TENSOR_NHWC);
+    tensor(bias_desc_, 1, conv.out_channels, 1, 1, CUDNN_TENSOR_NCHW);
+    cudnnFilterDescriptor_t f;
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&f));
+    w_desc_ = FilterDesc(f);
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, conv.out_channels, conv.in_channels,
+                                           conv.kernel, conv.kernel));
+    cudnnConvolutionDescriptor_t cd;
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
+    conv_desc_ = ConvDesc(cd);
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, conv.pad, conv.pad, conv.stride, conv.stride, 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    const cudnnMathType_t math = tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, math));
+    cudnnActivationDescriptor_t a;
+    CUDNN_CHECK(cudnnCreateActivationDescriptor(&a));
+    act_desc_ = ActivationDesc(a);
+    CUDNN_CHECK(cudnnSetActivationDescriptor(a, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    weight_ = DeviceBuffer<float>(conv.weight.size());
+    bias_ = DeviceBuffer<float>(conv.bias.size());
+    CUDA_CHECK(cudaMemcpy(weight_.get(), conv.weight.data(), weight_.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(bias_.get(), conv.bias.data(), bias_.bytes(), cudaMemcpyHostToDevice));
+    x_ = DeviceBuffer<float>(size_t(batch) * size * size * conv.in_channels);
+    y_ = DeviceBuffer<float>(size_t(batch) * out_size_ * out_size_ * conv.out_channels);
+    // The engine's rule: the fastest algorithm that ran, fits 256 MiB and uses the asked-for math (strict FP32:
+    // FMA only; TF32: no FP16 down-conversion).
+    const size_t limit = size_t(256) << 20;
+    DeviceBuffer<uint8_t> tuning(limit);
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, x_desc_, x_.get(), w_desc_, weight_.get(), conv_desc_,
+                                                       y_desc_, y_.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
+                                                       perf, tuning.get(), limit));
+    const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
+    for (int i = 0; i < returned && !best; ++i) {
+      const bool math_ok = tf32 ? perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : perf[i].mathType == CUDNN_FMA_MATH;
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit && math_ok) best = &perf[i];
+    }
+    if (!best) throw vc::InternalError("bench: cuDNN has no usable stem algorithm");
+    algo_ = best->algo;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, best->mathType));
+    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_, y_desc_, algo_, &ws_bytes_));
+    workspace_ = DeviceBuffer<uint8_t>(ws_bytes_);
+    description_ = fmt::format("algo {} {}", int(algo_), best->mathType == CUDNN_FMA_MATH ? "fma" : "tensor-op");
+  }
+
+  void run(const __half* in, const Layer& pool, __half* out, cudaStream_t stream) const {
+    const float one = 1.f, zero = 0.f;
+    launch_half_to_float(in, x_.get(), x_.size(), stream);
+    CUDNN_CHECK(cudnnConvolutionBiasActivationForward(handle_, &one, x_desc_, x_.get(), w_desc_, weight_.get(), conv_desc_,
+                                                      algo_, workspace_.get(), ws_bytes_, &zero, y_desc_, y_.get(),
+                                                      bias_desc_, bias_.get(), act_desc_, y_desc_, y_.get()));
+    launch_max_pool(y_.get(), batch_, out_size_, out_size_, conv_.out_channels, pool.kernel, pool.stride, pool.pad, out,
+                    stream);
+  }
+  [[nodiscard]] const std::string& description() const { return description_; }
+
+ private:
+  cudnnHandle_t handle_;
+  int batch_, size_;
+  const Layer& conv_;
+  int out_size_;
+  TensorDesc x_desc_, y_desc_, bias_desc_;
+  FilterDesc w_desc_;
+  ConvDesc conv_desc_;
+  ActivationDesc act_desc_;
+  DeviceBuffer<float> weight_, bias_, x_, y_;
+  DeviceBuffer<uint8_t> workspace_;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  size_t ws_bytes_ = 0;
+  std::string description_;
+};
+
+// The stem alone (ResNet-18's: conv 7x7/2 3 -> 64 + ReLU, max-pool 3x3/2) at size x size, FP16 in and out:
+// the fused kernel, the strict cuDNN path and the TF32 cuDNN path. TFLOP/s count the conv's useful work
+// (2 * 147 * 64 per conv pixel), whatever each path really executes.
+json bench_stem(int size, const std::vector<int>& batches, int loops) {
+  const auto net = random_resnet(named_resnet("resnet18", 1000), 1);
+  const Layer& conv = net.layers[0];
+  const Layer& pool = net.layers[1];
+  CudaStream stream = make_stream();
+  cudnnHandle_t h;
+  CUDNN_CHECK(cudnnCreate(&h));
+  CudnnHandle handle(h);
+  CUDNN_CHECK(cudnnSetStream(handle, stream));
+  const std::string unsupported = fused_stem_unsupported(0, conv.in_channels, conv.out_channels);
+  std::unique_ptr<FusedStemWeights> fused;
+  if (unsupported.empty()) fused = std::make_unique<FusedStemWeights>(conv.weight, conv.bias, conv.in_channels, conv.out_channels);
+  else fmt::print("fused stem not available: {}\n", unsupported);
+  const int ps = stem_pool_extent(size), cs = stem_conv_extent(size);
+  fmt::print("stem {0}x{0}: conv 7x7/2 {1}->{2} + ReLU + max-pool 3x3/2 -> {3}x{3}x{2} FP16; median ms, conv TFLOP/s\n", size,
+             conv.in_channels, conv.out_channels, ps);
+  fmt::print("{:>5} {:>10} {:>8} {:>11} {:>8} {:>9} {:>8} {:>9} {:>10} {}\n", "batch", "fused ms", "TFLOP/s", "strict ms",
+             "TFLOP/s", "tf32 ms", "TFLOP/s", "vs strict", "same bits", "cuDNN algorithms (strict, tf32)");
+  json rows = json::array();
+  for (int batch : batches) {
+    const double flop = 2.0 * kStemKernel * kStemKernel * conv.in_channels * conv.out_channels * cs * cs * batch;
+    std::vector<uint16_t> input(size_t(batch) * size * size * conv.in_channels);
+    std::mt19937 rng(batch);
+    std::uniform_real_distribution<float> d(-2.f, 2.f);
+    for (auto& v : input) v = float_to_half(d(rng));
+    DeviceBuffer<__half> in(input.size());
+    CUDA_CHECK(cudaMemcpy(in.get(), input.data(), in.bytes(), cudaMemcpyHostToDevice));
+    const size_t out_count = size_t(batch) * ps * ps * conv.out_channels;
+    DeviceBuffer<__half> out_fused(out_count), out_strict(out_count);
+    const CudnnStem strict(handle, batch, size, conv, false), tf32(handle, batch, size, conv, true);
+    const double target = batch >= 128 ? 200 : 50;
+    const double strict_ms = time_gpu(stream, [&] { strict.run(in.get(), pool, out_strict.get(), stream); }, 3, loops, target);
+    const double tf32_ms = time_gpu(stream, [&] { tf32.run(in.get(), pool, out_fused.get(), stream); }, 3, loops, target);
+    double fused_ms = 0, identical = 0;
+    int worst_steps = 0;
+    if (fused) {
+      fused_ms = time_gpu(stream, [&] { launch_fused_stem(in.get(), batch, size, size, *fused, out_fused.get(), stream); }, 3,
+                          loops, target);
+      // Agreement with the strict path on this input: same FP16 bits, else how many FP16 steps apart.
+      std::vector<uint16_t> a(out_count), b(out_count);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      CUDA_CHECK(cudaMemcpy(a.data(), out_fused.get(), out_count * 2, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(b.data(), out_strict.get(), out_count * 2, cudaMemcpyDeviceToHost));
+      size_t same = 0;
+      for (size_t i = 0; i < out_count; ++i) {
+        same += a[i] == b[i];
+        // Non-negative FP16 values (after the ReLU) are ordered like their bit patterns: the difference counts
+        // steps (-0 counted as +0).
+        const auto bits = [](uint16_t v) { return v == 0x8000 ? 0 : int(v); };
+        worst_steps = std::max(worst_steps, std::abs(bits(a[i]) - bits(b[i])));
+      }
+      identical = double(same) / double(out_count);
+    }
+    const auto tflops = [flop](double ms) { return ms > 0 ? flop / (ms * 1e9) : 0.0; };
+    fmt::print("{:>5} {:>10.4f} {:>8.1f} {:>11.4f} {:>8.1f} {:>9.4f} {:>8.1f} {:>8.2f}x {:>9.3f}% {} / {}{}\n", batch,
+               fused_ms, tflops(fused_ms), strict_ms, tflops(strict_ms), tf32_ms, tflops(tf32_ms),
+               fused_ms > 0 ? strict_ms / fused_ms : 0.0, 100 * identical, strict.description(), tf32.description(),
+               fused && worst_steps > 1 ? fmt::format("  (worst {} FP16 steps from strict!)", worst_steps) : "");
+    std::fflush(stdout);
+    rows.push_back({{"batch", batch}, {"size", size}, {"fused_ms", fused_ms}, {"fused_tflops", tflops(fused_ms)},
+                    {"strict_ms", strict_ms}, {"strict_tflops", tflops(strict_ms)}, {"tf32_ms", tf32_ms},
+                    {"tf32_tflops", tflops(tf32_ms)}, {"strict_algo", strict.description()}, {"tf32_algo", tf32.description()},
+                    {"fused_vs_strict_identical", identical}, {"fused_vs_strict_max_steps", worst_steps},
+                    {"fused", fused ? kStemFused : unsupported}});
+  }
+  fmt::print("\n");
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bench: cuDNN engine latency/throughput, start-up and memory; preprocessing"};
   std::string models = "resnet18,resnet34,resnet50,resnet101,resnet152", batches = "1,8,32,128,256", json_path = "bench.json";
+  std::string only = "preprocess,stem,engine";
   int size = 224, loops = 7;
-  bool cpu = false, tf32 = false;
+  bool cpu = false, tf32 = false, no_fused_stem = false;
   app.add_option("--models", models, "comma-separated architectures");
   app.add_option("--batches", batches, "comma-separated batch sizes");
   app.add_option("--size", size, "input size");
   app.add_option("--loops", loops, "timed loops (the median is reported)");
   app.add_option("--json", json_path, "where to write the results");
   app.add_flag("--tf32-stem", tf32, "allow TF32 in the stem");
+  app.add_flag("--no-fused-stem", no_fused_stem, "engine: run the strict stem in cuDNN (FP32) instead of the fused kernel");
+  app.add_option("--only", only, "comma-separated sections to run: preprocess, stem, engine");
   app.add_flag("--cpu", cpu, "time the CPU reference engine (batch 1) instead");
   CLI11_PARSE(app, argc, argv);
   vc::log::set_level("warn");
+  const auto sections = parse_names(only);
+  const auto wanted = [&](const char* name) { return std::find(sections.begin(), sections.end(), name) != sections.end(); };
+  for (const auto& name : sections) {
+    if (name != "preprocess" && name != "stem" && name != "engine") {
+      fmt::print(stderr, "bench: unknown section '{}' in --only (preprocess, stem, engine)\n", name);
+      return 64;
+    }
+  }
 
   json results = json::object();
   const auto gpu = probe_gpus();
@@ -133,13 +305,24 @@ int main(int argc, char** argv) {
   results["gpu"] = gpu.devices[0].name;
 
   try {
-    results["preprocess"] = bench_preprocess(loops);
-    const auto& pp = results["preprocess"];
-    fmt::print("preprocess 1920x1080 NV12 -> 224x224 FP16: kernel {:.1f} us, device frame {:.1f} us, host frame {:.1f} us\n\n",
-               pp["kernel_us"].get<double>(), pp["device_frame_us"].get<double>(), pp["host_frame_us"].get<double>());
+    if (wanted("preprocess")) {
+      results["preprocess"] = bench_preprocess(loops);
+      const auto& pp = results["preprocess"];
+      fmt::print("preprocess 1920x1080 NV12 -> 224x224 FP16: kernel {:.1f} us, device frame {:.1f} us, host frame {:.1f} us\n\n",
+                 pp["kernel_us"].get<double>(), pp["device_frame_us"].get<double>(), pp["host_frame_us"].get<double>());
+    }
+    if (wanted("stem")) {
+      results["stem"] = bench_stem(size, parse_ints(batches), loops);
+      std::ofstream(json_path) << results.dump(2) << "\n";
+    }
+    if (!wanted("engine")) {
+      std::ofstream(json_path) << results.dump(2) << "\n";
+      fmt::print("wrote {}\n", json_path);
+      return 0;
+    }
 
-    fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {}\n", "model", "batch", "ms", "img/s", "cold s",
-               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers");
+    fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {:>16} {}\n", "model", "batch", "ms", "img/s", "cold s",
+               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers", "stem");
     const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-algos.json").string();
     for (const auto& m : parse_names(models)) {
       const auto net = random_resnet(named_resnet(m, 1000), 1);
@@ -149,6 +332,7 @@ int main(int argc, char** argv) {
         o.batch = batch;
         o.cache_path = cache;
         o.tf32_stem = tf32;
+        o.fused_stem = !no_fused_stem;
         double cold = 0;
         {
           CudnnEngine first(net, size, size, o);  // tunes and fills the cache
@@ -167,9 +351,9 @@ int main(int argc, char** argv) {
         const auto& r = engine.report();
         const double gpu_mib = double(free_before - free_after) / 1048576.0;
         const auto graph_layers = std::count_if(r.convs.begin(), r.convs.end(), [](const ConvChoice& c) { return c.api == "graph"; });
-        fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>4}/{}\n", m, batch,
-                   ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
-                   r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size());
+        fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>13}/{:<2} {}\n", m,
+                   batch, ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
+                   r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size(), r.stem);
         std::fflush(stdout);
         json convs = json::array();
         for (const auto& c : r.convs) {
@@ -182,7 +366,8 @@ int main(int argc, char** argv) {
                                      {"startup_cached_s", r.setup_seconds}, {"activation_bytes", r.activation_bytes},
                                      {"naive_activation_bytes", r.naive_activation_bytes},
                                      {"workspace_bytes", r.workspace_bytes}, {"weight_bytes", r.weight_bytes},
-                                     {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"convs", convs}});
+                                     {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"stem", r.stem},
+                                     {"stem_note", r.stem_note}, {"convs", convs}});
         std::ofstream(json_path) << results.dump(2) << "\n";  // after every row: a cut-short run keeps its figures
       }
     }

@@ -13,6 +13,7 @@
 #include "inference/cuda/engine_kernels.hpp"
 #include "inference/cuda/gpu_timer.hpp"
 #include "inference/cuda/graph_conv.hpp"
+#include "inference/cuda/stem_kernel.hpp"
 #include "inference/model/half.hpp"
 
 namespace vc::inference {
@@ -30,6 +31,7 @@ const char* math_name(cudnnMathType_t m, bool fp32) {
 struct Value {
   Shape shape;
   bool fp32 = false;
+  bool absent = false;  // never materialized: the stem conv's output when the fused stem kernel runs
   void* ptr = nullptr;
   [[nodiscard]] size_t bytes(int batch) const { return size_t(batch) * size_t(shape.elements()) * (fp32 ? 4 : 2); }
 };
@@ -66,7 +68,9 @@ struct CudnnEngine::Impl {
   std::vector<Value> values;
   std::vector<DeviceBuffer<uint8_t>> activation_buffers;
   DeviceBuffer<__half> input;
-  DeviceBuffer<float> stem_input;  // the FP16 input widened for the FP32 stem
+  DeviceBuffer<float> stem_input;  // the FP16 input widened for the cuDNN FP32 stem
+  bool stem_fused = false;         // conv + ReLU + max-pool run as one kernel of ours
+  std::unique_ptr<FusedStemWeights> fused_stem;
   DeviceBuffer<float> fc_weight, fc_bias, logits;
   DeviceBuffer<uint8_t> workspace;
   std::vector<std::unique_ptr<Conv>> convs;
@@ -93,11 +97,17 @@ struct CudnnEngine::Impl {
     handle = CudnnHandle(hnd);
     CUDNN_CHECK(cudnnSetStream(handle, stream));
 
+    choose_stem();
     plan_values();
     check_memory();
     allocate_values();
     for (const auto& l : net.layers) {
-      if (l.kind == LayerKind::Conv) convs.push_back(make_conv(l));
+      if (l.kind == LayerKind::Conv && !(stem_fused && &l == &net.layers[0])) convs.push_back(make_conv(l));
+    }
+    if (stem_fused) {
+      const Layer& stem = net.layers[0];
+      fused_stem = std::make_unique<FusedStemWeights>(stem.weight, stem.bias, stem.in_channels, stem.out_channels);
+      report.weight_bytes += fused_stem->bytes();
     }
     fc_weight = upload(net.layers.back().weight);
     fc_bias = upload(net.layers.back().bias);
@@ -115,6 +125,7 @@ struct CudnnEngine::Impl {
               report.gpu, opt.batch, h, w, report.activation_bytes / 1048576.0, report.activation_buffers,
               report.naive_activation_bytes / 1048576.0, report.workspace_bytes / 1048576.0,
               report.weight_bytes / 1048576.0, report.setup_seconds, report.cache_hits, report.cache_misses);
+    log->info("stem: {}{}", report.stem, report.stem_note.empty() ? "" : " (fused kernel not used: " + report.stem_note + ")");
   }
 
   // The engine runs the ResNet shape: conv stem on the input, max-pool, convolutions, global pool, classifier.
@@ -126,6 +137,31 @@ struct CudnnEngine::Impl {
                     std::all_of(L.begin() + 2, L.end() - 2, [](const Layer& l) { return l.kind == LayerKind::Conv; });
     if (!ok) throw InternalError("cuDNN engine: the network is not stem conv, max-pool, convolutions, pool, fc");
     if (opt.batch < 1) throw InternalError("cuDNN engine: batch must be >= 1");
+  }
+
+  // The fused stem kernel replaces half_to_float + cuDNN conv + max-pool wherever it can run.
+  void choose_stem() {
+    report.stem_note = fused_stem_refusal();
+    stem_fused = report.stem_note.empty();
+    report.stem = stem_fused ? kStemFused : opt.tf32_stem ? kStemCudnnTf32 : kStemCudnnFp32;
+  }
+
+  // Why the fused stem cannot run ("" when it can).
+  std::string fused_stem_refusal() const {
+    const Layer& conv = net.layers[0];
+    const Layer& pool = net.layers[1];
+    if (!opt.fused_stem) return "fused_stem is off";
+    if (opt.tf32_stem) return "the TF32 stem was asked for";
+    if (opt.algorithms.count(conv.name)) return "an algorithm override names " + conv.name;  // honour it in cuDNN
+    if (conv.kernel != kStemKernel || conv.stride != kStemStride || conv.pad != kStemPad || conv.groups != 1 ||
+        !conv.relu || conv.residual >= 0) {
+      return conv.name + " is not a 7x7 stride-2 pad-3 convolution + ReLU";
+    }
+    if (pool.kernel != kStemPoolKernel || pool.stride != kStemPoolStride || pool.pad != kStemPoolPad) {
+      return pool.name + " is not a 3x3 stride-2 pad-1 max-pool";
+    }
+    if (net.last_uses()[size_t(conv.output)] != 1) return "the stem's output is read by more than the pool";
+    return fused_stem_unsupported(opt.device, conv.in_channels, conv.out_channels);
   }
 
   template <typename T>
@@ -144,6 +180,7 @@ struct CudnnEngine::Impl {
     values[net.layers[0].output].fp32 = true;
     values[net.layers[net.layers.size() - 2].output].fp32 = true;
     values[net.layers.back().output].fp32 = true;
+    if (stem_fused) values[net.layers[0].output].absent = true;
     for (const auto& v : values) report.naive_activation_bytes += v.bytes(opt.batch);
   }
 
@@ -170,13 +207,13 @@ struct CudnnEngine::Impl {
   }
 
   size_t planned_activation_bytes() const {
-    if (opt.keep_all_values) return report.naive_activation_bytes;
     int count = 0;
     size_t each = 0;
-    const auto slot = assign_pool(count, each);
+    std::vector<int> slot(net.num_values, -1);
+    if (!opt.keep_all_values) slot = assign_pool(count, each);
     size_t total = size_t(count) * each;
     for (int v = 0; v < net.num_values; ++v) {
-      if (slot[v] < 0) total += values[v].bytes(opt.batch);
+      if (slot[v] < 0 && !values[v].absent) total += values[v].bytes(opt.batch);
     }
     return total;
   }
@@ -186,7 +223,7 @@ struct CudnnEngine::Impl {
     size_t weights = 0;
     for (const auto& l : net.layers) weights += (l.weight.size() + l.bias.size()) * 4;
     const size_t needed = planned_activation_bytes() + weights + opt.workspace_limit +
-                          values[0].bytes(opt.batch) * 2 /* stem input as FP32 */;
+                          (stem_fused ? 0 : values[0].bytes(opt.batch) * 2) /* stem input as FP32 */;
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (needed > free_b) {
@@ -200,14 +237,14 @@ struct CudnnEngine::Impl {
   void allocate_values() {
     input = DeviceBuffer<__half>(size_t(opt.batch) * values[0].shape.elements());
     values[0].ptr = input.get();
-    stem_input = DeviceBuffer<float>(input.size());
+    if (!stem_fused) stem_input = DeviceBuffer<float>(input.size());
     int pool_count = 0;
     size_t pool_bytes = 0;
     std::vector<int> slot(net.num_values, -1);
     if (!opt.keep_all_values) slot = assign_pool(pool_count, pool_bytes);
     for (int i = 0; i < pool_count; ++i) activation_buffers.emplace_back(pool_bytes);
     for (int v = 1; v < net.num_values; ++v) {
-      if (v == net.layers.back().output) continue;  // the logits
+      if (v == net.layers.back().output || values[v].absent) continue;  // the logits have their own buffer
       if (slot[v] >= 0) {
         values[v].ptr = activation_buffers[slot[v]].get();
       } else {
@@ -482,18 +519,28 @@ struct CudnnEngine::Impl {
 
   void build_steps() {
     const int n = opt.batch;
-    steps.push_back([this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
+    if (!stem_fused) {
+      steps.push_back([this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
+    }
     size_t next_conv = 0;
     for (const auto& l : net.layers) {
       const Value& in = values[l.input];
       const Value& out = values[l.output];
       switch (l.kind) {
         case LayerKind::Conv: {
+          if (stem_fused && &l == &net.layers[0]) {  // conv + ReLU + max-pool, straight into the pool's output
+            steps.push_back([this, n] {
+              launch_fused_stem(input.get(), n, h, w, *fused_stem, static_cast<__half*>(values[net.layers[1].output].ptr),
+                                stream);
+            });
+            break;
+          }
           const Conv* c = convs[next_conv++].get();
           steps.push_back([this, c] { run_conv(*c, workspace.get()); });
           break;
         }
         case LayerKind::MaxPool:
+          if (stem_fused) break;  // done by the fused stem (check_structure: the only max-pool is the stem's)
           steps.push_back([this, &l, &in, &out, n] {
             launch_max_pool(static_cast<const float*>(in.ptr), n, in.shape.h, in.shape.w, in.shape.c, l.kernel, l.stride,
                             l.pad, static_cast<__half*>(out.ptr), stream);
@@ -574,8 +621,14 @@ std::vector<float> CudnnEngine::read_value(int id) {
     CUDA_CHECK(cudaMemcpy(out.data(), m.logits.get(), m.logits.bytes(), cudaMemcpyDeviceToHost));
     return out;
   }
-  if (id != 0 && !m.opt.keep_all_values) throw InternalError("read_value needs keep_all_values");
   const Value& v = m.values.at(id);
+  if (v.absent) {
+    throw InternalError(fmt::format("read_value({}): {}'s output is never materialized by the fused stem kernel "
+                                    "(it computes conv + ReLU + max-pool in one pass); read the max-pool's output, "
+                                    "value {}, or set fused_stem = false", id, m.net.layers[0].name,
+                                    m.net.layers[1].output));
+  }
+  if (id != 0 && !m.opt.keep_all_values) throw InternalError("read_value needs keep_all_values");
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
   const size_t count = size_t(m.opt.batch) * v.shape.elements();
   std::vector<float> out(count);

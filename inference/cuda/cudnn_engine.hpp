@@ -1,5 +1,6 @@
 // The cuDNN engine: runs a Network on one GPU for a fixed batch size.
-//   stem conv (FP32 data and math; TF32 only when asked) -> max-pool to FP16 -> body convs in FP16 NHWC on
+//   stem conv + ReLU + max-pool to FP16 (our fused kernel at FP32 accuracy, stem_kernel.hpp; else cuDNN FP32, or
+//   TF32 when asked, then max-pool) -> body convs in FP16 NHWC on
 //   Tensor Cores (FP32 accumulation), each conv + bias (+ residual) (+ ReLU) one fused cuDNN call ->
 //   global average pool to FP32 -> FP32 classifier.
 // Algorithms are autotuned on the real shapes at start-up — for each FP16 layer the best legacy algorithm and the
@@ -21,6 +22,7 @@ struct CudnnEngineOptions {
   int batch = 1;
   int device = 0;
   bool tf32_stem = false;          // allow TF32 Tensor Cores in the FP32 stem (explicit precision choice)
+  bool fused_stem = true;          // strict precision: the fused stem kernel where it runs (sm_80+, 7x7/2 stem)
   bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
   std::string cache_path;          // algorithm cache file; "" = none
   size_t workspace_limit = size_t(256) << 20;
@@ -41,8 +43,15 @@ struct ConvChoice {
   std::string source;              // "autotune", "cache", "heuristic", "override"
 };
 
+// EngineReport::stem: what ran the stem.
+inline constexpr const char* kStemFused = "fused 2xFP16 kernel";
+inline constexpr const char* kStemCudnnFp32 = "cuDNN FP32";
+inline constexpr const char* kStemCudnnTf32 = "cuDNN TF32";
+
 struct EngineReport {
   std::string gpu;
+  std::string stem;                // kStemFused, kStemCudnnFp32 or kStemCudnnTf32
+  std::string stem_note;           // why the fused kernel did not run ("" when it did)
   size_t weight_bytes = 0;
   size_t activation_bytes = 0;     // with buffer reuse
   size_t naive_activation_bytes = 0;  // one buffer per layer output
@@ -79,6 +88,7 @@ class CudnnEngine {
   // Synchronous convenience: host FP16 input -> host logits.
   std::vector<float> run(const uint16_t* host_input);
   // Copies value `id` to the host as float (needs keep_all_values unless it is the input or the logits).
+  // With the fused stem the stem conv's own output never exists: reading it throws InternalError.
   std::vector<float> read_value(int id);
 
   [[nodiscard]] const EngineReport& report() const;
