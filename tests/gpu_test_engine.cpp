@@ -11,7 +11,9 @@
 #include "inference/cpu/cpu_engine.hpp"
 #include "inference/cpu/cpu_ops.hpp"
 #include "inference/cuda/cuda_check.hpp"
+#include "inference/cuda/cuda_memory.hpp"
 #include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine_kernels.hpp"
 #include "inference/model/half.hpp"
 #include "inference/model/resnet.hpp"
 #include "test_helpers.hpp"
@@ -198,6 +200,82 @@ TEST_CASE("the fused stem and the cuDNN FP32 stem give the same logits (ResNet-1
   const double err = relative_error(a, b);
   MESSAGE("fused vs cuDNN FP32 stem: logits differ by " << err << " (relative)");
   CHECK(err < 1e-4);
+}
+
+TEST_CASE("the fused pool + classifier kernel matches the CPU and the two separate kernels bit for bit") {
+  struct Case {
+    int n, hw, c, classes;
+  };
+  const Case cases[] = {{1, 49, 512, 1000}, {3, 49, 2048, 1000}, {8, 16, 512, 10}, {32, 49, 2048, 1000},
+                        {256, 49, 512, 1000}, {5, 1, 64, 7}, {2, 4, 24, 3}};
+  CudaStream stream = make_stream();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  for (const auto& k : cases) {
+    CAPTURE(k.n);
+    CAPTURE(k.hw);
+    CAPTURE(k.c);
+    CAPTURE(k.classes);
+    const auto features = random_input(size_t(k.n) * k.hw * k.c);
+    Layer fc;
+    fc.kind = LayerKind::FullyConnected;
+    fc.in_channels = k.c;
+    fc.out_channels = k.classes;
+    fc.weight = vc::test::random_floats(size_t(k.classes) * k.c, -0.05f, 0.05f);
+    fc.bias = vc::test::random_floats(size_t(k.classes), -0.5f, 0.5f);
+    std::vector<float> pooled(size_t(k.n) * k.c), want(size_t(k.n) * k.classes);
+    cpu::global_avg_pool(features.value.data(), k.n, Shape{k.hw, 1, k.c}, pooled.data());
+    cpu::fully_connected(pooled.data(), k.n, fc, want.data());
+
+    DeviceBuffer<__half> x(features.fp16.size());
+    DeviceBuffer<float> w(fc.weight.size()), b(fc.bias.size()), mean(pooled.size()), fused(want.size()),
+        separate(want.size());
+    CUDA_CHECK(cudaMemcpy(x.get(), features.fp16.data(), x.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(w.get(), fc.weight.data(), w.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(b.get(), fc.bias.data(), b.bytes(), cudaMemcpyHostToDevice));
+    launch_pooled_classifier(x.get(), k.n, k.hw, k.c, w.get(), b.get(), k.classes, fused.get(), prop.multiProcessorCount,
+                             stream);
+    launch_global_avg_pool(x.get(), k.n, k.hw, k.c, mean.get(), stream);
+    launch_fully_connected(mean.get(), k.n, k.c, w.get(), b.get(), k.classes, separate.get(), stream);
+    std::vector<float> got(want.size()), two(want.size());
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemcpy(got.data(), fused.get(), fused.bytes(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(two.data(), separate.get(), separate.bytes(), cudaMemcpyDeviceToHost));
+    CHECK(relative_error(got, want) < 2e-5);  // FP32 throughout
+    CHECK(got == two);                        // the same sums in the same order
+  }
+}
+
+TEST_CASE("the engine's fused head gives the separate head's logits; Auto times both") {
+  const auto net = random_resnet(named_resnet("resnet18", 10), 4);
+  const auto input = random_input(size_t(2) * 96 * 96 * 3);
+  CudnnEngineOptions o;
+  o.batch = 2;
+  o.deterministic = true;
+  o.cache_path = (std::filesystem::temp_directory_path() / "vc-gpu-test-head.json").string();
+  std::filesystem::remove(o.cache_path);
+  o.head = HeadMode::Separate;
+  CudnnEngine separate(net, 96, 96, o);
+  o.head = HeadMode::Fused;
+  CudnnEngine fused(net, 96, 96, o);
+  o.head = HeadMode::Auto;
+  CudnnEngine automatic(net, 96, 96, o);
+  std::filesystem::remove(o.cache_path);
+  CHECK(separate.report().head == kHeadSeparate);
+  CHECK(fused.report().head == kHeadFused);
+  CHECK(automatic.report().head_fused_ms > 0);
+  CHECK(automatic.report().head_separate_ms > 0);
+  MESSAGE("head at batch 2: fused " << automatic.report().head_fused_ms << " ms, separate "
+                                    << automatic.report().head_separate_ms << " ms -> " << automatic.report().head);
+  const auto a = separate.run(input.fp16.data());
+  CHECK(a == fused.run(input.fp16.data()));
+  CHECK(a == automatic.run(input.fp16.data()));
+  // With keep_all_values and the fused head the pooled features are never written: reading them says so.
+  o.head = HeadMode::Fused;
+  o.keep_all_values = true;
+  CudnnEngine kept(net, 96, 96, o);
+  (void)kept.run(input.fp16.data());
+  CHECK_THROWS_AS((void)kept.read_value(net.layers.back().input), InternalError);
 }
 
 TEST_CASE("the CUDA graph replays exactly what eager execution computes; deterministic mode repeats bit for bit") {

@@ -1,7 +1,8 @@
 // bench: latency and throughput of the cuDNN engine per model and batch, start-up cold and with the algorithm
-// cache, GPU memory, the preprocessing kernel, and the stem alone (our fused kernel vs cuDNN FP32 and TF32).
-// Prints tables and writes JSON. Random weights (timing does not depend on their values). Runs on a GPU;
-// `--cpu` times the CPU reference engine instead; `--only stem` (or preprocess, engine) runs one section.
+// cache, GPU memory, the preprocessing kernel, the stem alone (our fused kernel vs cuDNN FP32 and TF32) and the
+// head alone (pool + classifier, separate vs fused). Prints tables and writes JSON. Random weights (timing does
+// not depend on their values). Runs on a GPU; `--cpu` times the CPU reference engine instead; `--only stem` (or
+// preprocess, head, engine, comma-separated) runs only those sections.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -241,12 +242,55 @@ json bench_stem(int size, const std::vector<int>& batches, int loops) {
   return rows;
 }
 
+// The head alone (global average pool of 7x7 FP16 features + FP32 classifier to 1000 classes) as two kernels and
+// as the fused one, for ResNet-18/34 (512 features) and ResNet-50+ (2048): the engine times the same choice.
+json bench_head(const std::vector<int>& batches, int loops) {
+  CudaStream stream = make_stream();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int hw = 49, classes = 1000;
+  fmt::print("head: global average pool of 7x7 FP16 features + FP32 classifier to {} classes; median us\n", classes);
+  fmt::print("{:>8} {:>5} {:>12} {:>10} {:>9}\n", "features", "batch", "separate us", "fused us", "speed-up");
+  json rows = json::array();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int c : {512, 2048}) {
+    std::vector<float> w(size_t(classes) * c), b(classes);
+    for (auto& v : w) v = 0.05f * d(rng);
+    for (auto& v : b) v = d(rng);
+    DeviceBuffer<float> weight(w.size()), bias(b.size());
+    CUDA_CHECK(cudaMemcpy(weight.get(), w.data(), weight.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(bias.get(), b.data(), bias.bytes(), cudaMemcpyHostToDevice));
+    for (int batch : batches) {
+      std::vector<uint16_t> x(size_t(batch) * hw * c);
+      for (auto& v : x) v = float_to_half(std::fabs(d(rng)));
+      DeviceBuffer<__half> features(x.size());
+      CUDA_CHECK(cudaMemcpy(features.get(), x.data(), features.bytes(), cudaMemcpyHostToDevice));
+      DeviceBuffer<float> pooled(size_t(batch) * c), logits(size_t(batch) * classes);
+      const double separate = time_gpu(stream, [&] {
+        launch_global_avg_pool(features.get(), batch, hw, c, pooled.get(), stream);
+        launch_fully_connected(pooled.get(), batch, c, weight.get(), bias.get(), classes, logits.get(), stream);
+      }, 10, loops, 20);
+      const double fused = time_gpu(stream, [&] {
+        launch_pooled_classifier(features.get(), batch, hw, c, weight.get(), bias.get(), classes, logits.get(),
+                                 prop.multiProcessorCount, stream);
+      }, 10, loops, 20);
+      fmt::print("{:>8} {:>5} {:>12.2f} {:>10.2f} {:>8.2f}x\n", c, batch, separate * 1000, fused * 1000, separate / fused);
+      std::fflush(stdout);
+      rows.push_back({{"features", c}, {"batch", batch}, {"classes", classes}, {"separate_us", separate * 1000},
+                      {"fused_us", fused * 1000}});
+    }
+  }
+  fmt::print("\n");
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bench: cuDNN engine latency/throughput, start-up and memory; preprocessing"};
   std::string models = "resnet18,resnet34,resnet50,resnet101,resnet152", batches = "1,8,32,128,256", json_path = "bench.json";
-  std::string only = "preprocess,stem,engine";
+  std::string only = "preprocess,stem,head,engine";
   int size = 224, loops = 7;
   bool cpu = false, tf32 = false, no_fused_stem = false;
   app.add_option("--models", models, "comma-separated architectures");
@@ -256,15 +300,18 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "where to write the results");
   app.add_flag("--tf32-stem", tf32, "allow TF32 in the stem");
   app.add_flag("--no-fused-stem", no_fused_stem, "engine: run the strict stem in cuDNN (FP32) instead of the fused kernel");
-  app.add_option("--only", only, "comma-separated sections to run: preprocess, stem, engine");
+  app.add_option("--only", only, "comma-separated sections to run: preprocess, stem, head, engine");
+  std::string head = "auto";
+  app.add_option("--head", head, "engine: pool + classifier as 'separate' kernels, 'fused', or 'auto' (timed)")
+      ->check(CLI::IsMember({"auto", "separate", "fused"}));
   app.add_flag("--cpu", cpu, "time the CPU reference engine (batch 1) instead");
   CLI11_PARSE(app, argc, argv);
   vc::log::set_level("warn");
   const auto sections = parse_names(only);
   const auto wanted = [&](const char* name) { return std::find(sections.begin(), sections.end(), name) != sections.end(); };
   for (const auto& name : sections) {
-    if (name != "preprocess" && name != "stem" && name != "engine") {
-      fmt::print(stderr, "bench: unknown section '{}' in --only (preprocess, stem, engine)\n", name);
+    if (name != "preprocess" && name != "stem" && name != "head" && name != "engine") {
+      fmt::print(stderr, "bench: unknown section '{}' in --only (preprocess, stem, head, engine)\n", name);
       return 64;
     }
   }
@@ -315,6 +362,10 @@ int main(int argc, char** argv) {
       results["stem"] = bench_stem(size, parse_ints(batches), loops);
       std::ofstream(json_path) << results.dump(2) << "\n";
     }
+    if (wanted("head")) {
+      results["head"] = bench_head(parse_ints(batches), loops);
+      std::ofstream(json_path) << results.dump(2) << "\n";
+    }
     if (!wanted("engine")) {
       std::ofstream(json_path) << results.dump(2) << "\n";
       fmt::print("wrote {}\n", json_path);
@@ -322,7 +373,7 @@ int main(int argc, char** argv) {
     }
 
     fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {:>16} {}\n", "model", "batch", "ms", "img/s", "cold s",
-               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers", "stem");
+               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers", "stem / head");
     const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-algos.json").string();
     for (const auto& m : parse_names(models)) {
       const auto net = random_resnet(named_resnet(m, 1000), 1);
@@ -333,6 +384,7 @@ int main(int argc, char** argv) {
         o.cache_path = cache;
         o.tf32_stem = tf32;
         o.fused_stem = !no_fused_stem;
+        o.head = head == "fused" ? HeadMode::Fused : head == "separate" ? HeadMode::Separate : HeadMode::Auto;
         double cold = 0;
         {
           CudnnEngine first(net, size, size, o);  // tunes and fills the cache
@@ -353,7 +405,8 @@ int main(int argc, char** argv) {
         const auto graph_layers = std::count_if(r.convs.begin(), r.convs.end(), [](const ConvChoice& c) { return c.api == "graph"; });
         fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>13}/{:<2} {}\n", m,
                    batch, ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
-                   r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size(), r.stem);
+                   r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size(),
+                   r.stem + " / " + r.head);
         std::fflush(stdout);
         json convs = json::array();
         for (const auto& c : r.convs) {
@@ -367,7 +420,9 @@ int main(int argc, char** argv) {
                                      {"naive_activation_bytes", r.naive_activation_bytes},
                                      {"workspace_bytes", r.workspace_bytes}, {"weight_bytes", r.weight_bytes},
                                      {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"stem", r.stem},
-                                     {"stem_note", r.stem_note}, {"convs", convs}});
+                                     {"stem_note", r.stem_note}, {"head", r.head},
+                                     {"head_fused_ms", r.head_fused_ms}, {"head_separate_ms", r.head_separate_ms},
+                                     {"convs", convs}});
         std::ofstream(json_path) << results.dump(2) << "\n";  // after every row: a cut-short run keeps its figures
       }
     }

@@ -31,7 +31,8 @@ const char* math_name(cudnnMathType_t m, bool fp32) {
 struct Value {
   Shape shape;
   bool fp32 = false;
-  bool absent = false;  // never materialized: the stem conv's output when the fused stem kernel runs
+  bool absent = false;  // never written: the stem conv's output with the fused stem, the pooled features with the
+                        // fused head
   void* ptr = nullptr;
   [[nodiscard]] size_t bytes(int batch) const { return size_t(batch) * size_t(shape.elements()) * (fp32 ? 4 : 2); }
 };
@@ -70,6 +71,8 @@ struct CudnnEngine::Impl {
   DeviceBuffer<__half> input;
   DeviceBuffer<float> stem_input;  // the FP16 input widened for the cuDNN FP32 stem
   bool stem_fused = false;         // conv + ReLU + max-pool run as one kernel of ours
+  bool head_fused = false;         // global average pool + classifier as one kernel
+  int multiprocessors = 0;
   std::unique_ptr<FusedStemWeights> fused_stem;
   DeviceBuffer<float> fc_weight, fc_bias, logits;
   DeviceBuffer<uint8_t> workspace;
@@ -91,6 +94,7 @@ struct CudnnEngine::Impl {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
     report.gpu = prop.name;
+    multiprocessors = prop.multiProcessorCount;
     stream = make_stream();
     cudnnHandle_t hnd;
     CUDNN_CHECK(cudnnCreate(&hnd));
@@ -114,6 +118,7 @@ struct CudnnEngine::Impl {
     logits = DeviceBuffer<float>(size_t(opt.batch) * net.num_classes);
 
     choose_algorithms(prop);
+    choose_head();
     build_steps();
     // Run once eagerly (loads every kernel), then capture the whole forward pass.
     for (auto& step : steps) step();
@@ -125,7 +130,11 @@ struct CudnnEngine::Impl {
               report.gpu, opt.batch, h, w, report.activation_bytes / 1048576.0, report.activation_buffers,
               report.naive_activation_bytes / 1048576.0, report.workspace_bytes / 1048576.0,
               report.weight_bytes / 1048576.0, report.setup_seconds, report.cache_hits, report.cache_misses);
-    log->info("stem: {}{}", report.stem, report.stem_note.empty() ? "" : " (fused kernel not used: " + report.stem_note + ")");
+    log->info("stem: {}{}; head: {}{}", report.stem,
+              report.stem_note.empty() ? "" : " (fused kernel not used: " + report.stem_note + ")", report.head,
+              report.head_fused_ms > 0 ? fmt::format(" (fused {:.4f} ms, separate {:.4f} ms)", report.head_fused_ms,
+                                                     report.head_separate_ms)
+                                       : "");
   }
 
   // The engine runs the ResNet shape: conv stem on the input, max-pool, convolutions, global pool, classifier.
@@ -133,7 +142,7 @@ struct CudnnEngine::Impl {
     const auto& L = net.layers;
     const bool ok = L.size() >= 4 && L[0].kind == LayerKind::Conv && L[0].input == 0 && L[1].kind == LayerKind::MaxPool &&
                     L[1].input == L[0].output && L[L.size() - 2].kind == LayerKind::GlobalAvgPool &&
-                    L.back().kind == LayerKind::FullyConnected &&
+                    L.back().kind == LayerKind::FullyConnected && L.back().input == L[L.size() - 2].output &&
                     std::all_of(L.begin() + 2, L.end() - 2, [](const Layer& l) { return l.kind == LayerKind::Conv; });
     if (!ok) throw InternalError("cuDNN engine: the network is not stem conv, max-pool, convolutions, pool, fc");
     if (opt.batch < 1) throw InternalError("cuDNN engine: batch must be >= 1");
@@ -162,6 +171,42 @@ struct CudnnEngine::Impl {
     }
     if (net.last_uses()[size_t(conv.output)] != 1) return "the stem's output is read by more than the pool";
     return fused_stem_unsupported(opt.device, conv.in_channels, conv.out_channels);
+  }
+
+  // The head's two ways, on the engine's buffers.
+  void run_head(bool fused) {
+    const Layer& fc = net.layers.back();
+    const Value& features = values[net.layers[net.layers.size() - 2].input];
+    const Value& pooled = values[fc.input];
+    const int n = opt.batch, hw = features.shape.h * features.shape.w;
+    const auto* x = static_cast<const __half*>(features.ptr);
+    if (fused) {
+      launch_pooled_classifier(x, n, hw, features.shape.c, fc_weight.get(), fc_bias.get(), fc.out_channels, logits.get(),
+                               multiprocessors, stream);
+    } else {
+      launch_global_avg_pool(x, n, hw, features.shape.c, static_cast<float*>(pooled.ptr), stream);
+      launch_fully_connected(static_cast<const float*>(pooled.ptr), n, fc.in_channels, fc_weight.get(), fc_bias.get(),
+                             fc.out_channels, logits.get(), stream);
+    }
+  }
+
+  // Both heads give the same bits, so this is only about time: timed where it may be chosen (each takes a few
+  // microseconds; 20 calls per timed loop so that the events' resolution does not decide).
+  void choose_head() {
+    switch (opt.head) {
+      case HeadMode::Separate: head_fused = false; break;
+      case HeadMode::Fused: head_fused = true; break;
+      case HeadMode::Auto:
+        if (opt.autotune && !opt.keep_all_values) {
+          report.head_separate_ms = float(median_gpu_ms(stream, [&] { run_head(false); }, 3, 7, 20));
+          report.head_fused_ms = float(median_gpu_ms(stream, [&] { run_head(true); }, 3, 7, 20));
+          head_fused = report.head_fused_ms < report.head_separate_ms;
+        }
+        break;
+    }
+    // The pooled features keep their (small) buffer, used by the timing above, but are never written.
+    if (head_fused) values[net.layers.back().input].absent = true;
+    report.head = head_fused ? kHeadFused : kHeadSeparate;
   }
 
   template <typename T>
@@ -546,18 +591,8 @@ struct CudnnEngine::Impl {
                             l.pad, static_cast<__half*>(out.ptr), stream);
           });
           break;
-        case LayerKind::GlobalAvgPool:
-          steps.push_back([this, &in, &out, n] {
-            launch_global_avg_pool(static_cast<const __half*>(in.ptr), n, in.shape.h * in.shape.w, in.shape.c,
-                                   static_cast<float*>(out.ptr), stream);
-          });
-          break;
-        case LayerKind::FullyConnected:
-          steps.push_back([this, &l, &in, n] {
-            launch_fully_connected(static_cast<const float*>(in.ptr), n, l.in_channels, fc_weight.get(), fc_bias.get(),
-                                   l.out_channels, logits.get(), stream);
-          });
-          break;
+        case LayerKind::GlobalAvgPool: break;  // with the classifier: run_head
+        case LayerKind::FullyConnected: steps.push_back([this] { run_head(head_fused); }); break;
       }
     }
   }
@@ -622,11 +657,15 @@ std::vector<float> CudnnEngine::read_value(int id) {
     return out;
   }
   const Value& v = m.values.at(id);
-  if (v.absent) {
+  if (v.absent && id == m.net.layers[0].output) {
     throw InternalError(fmt::format("read_value({}): {}'s output is never materialized by the fused stem kernel "
                                     "(it computes conv + ReLU + max-pool in one pass); read the max-pool's output, "
                                     "value {}, or set fused_stem = false", id, m.net.layers[0].name,
                                     m.net.layers[1].output));
+  }
+  if (v.absent) {
+    throw InternalError(fmt::format("read_value({}): the pooled features are never written by the fused pool + "
+                                    "classifier kernel; set head = HeadMode::Separate", id));
   }
   if (id != 0 && !m.opt.keep_all_values) throw InternalError("read_value needs keep_all_values");
   CUDA_CHECK(cudaStreamSynchronize(m.stream));

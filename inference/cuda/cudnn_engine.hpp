@@ -18,11 +18,17 @@
 
 namespace vc::inference {
 
+// Global average pool + classifier: two kernels, or one fused kernel (engine_kernels.hpp); the same logits, bit
+// for bit. Auto: the faster, timed at start-up (with autotune, and not with keep_all_values, which needs the
+// pooled features), else the two kernels.
+enum class HeadMode { Auto, Separate, Fused };
+
 struct CudnnEngineOptions {
   int batch = 1;
   int device = 0;
   bool tf32_stem = false;          // allow TF32 Tensor Cores in the FP32 stem (explicit precision choice)
   bool fused_stem = true;          // strict precision: the fused stem kernel where it runs (sm_80+, 7x7/2 stem)
+  HeadMode head = HeadMode::Auto;
   bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
   std::string cache_path;          // algorithm cache file; "" = none
   size_t workspace_limit = size_t(256) << 20;
@@ -47,11 +53,16 @@ struct ConvChoice {
 inline constexpr const char* kStemFused = "fused 2xFP16 kernel";
 inline constexpr const char* kStemCudnnFp32 = "cuDNN FP32";
 inline constexpr const char* kStemCudnnTf32 = "cuDNN TF32";
+// EngineReport::head: what ran the global average pool and the classifier.
+inline constexpr const char* kHeadSeparate = "pool + classifier kernels";
+inline constexpr const char* kHeadFused = "fused pool + classifier kernel";
 
 struct EngineReport {
   std::string gpu;
   std::string stem;                // kStemFused, kStemCudnnFp32 or kStemCudnnTf32
   std::string stem_note;           // why the fused kernel did not run ("" when it did)
+  std::string head;                // kHeadSeparate or kHeadFused
+  float head_separate_ms = 0, head_fused_ms = 0;  // as timed at start-up (HeadMode::Auto; 0 when not timed)
   size_t weight_bytes = 0;
   size_t activation_bytes = 0;     // with buffer reuse
   size_t naive_activation_bytes = 0;  // one buffer per layer output
@@ -88,7 +99,8 @@ class CudnnEngine {
   // Synchronous convenience: host FP16 input -> host logits.
   std::vector<float> run(const uint16_t* host_input);
   // Copies value `id` to the host as float (needs keep_all_values unless it is the input or the logits).
-  // With the fused stem the stem conv's own output never exists: reading it throws InternalError.
+  // With the fused stem the stem conv's own output never exists, nor the pooled features with the fused head:
+  // reading those throws InternalError.
   std::vector<float> read_value(int id);
 
   [[nodiscard]] const EngineReport& report() const;
