@@ -161,7 +161,9 @@ struct CudnnEngine::Impl {
     const Layer& pool = net.layers[1];
     if (!opt.fused_stem) return "fused_stem is off";
     if (opt.tf32_stem) return "the TF32 stem was asked for";
-    if (opt.algorithms.count(conv.name)) return "an algorithm override names " + conv.name;  // honour it in cuDNN
+    if (opt.algorithms.count(conv.name) || opt.safe_layers.count(conv.name)) {
+      return "an algorithm choice names " + conv.name;  // honour it in cuDNN
+    }
     if (conv.kernel != kStemKernel || conv.stride != kStemStride || conv.pad != kStemPad || conv.groups != 1 ||
         !conv.relu || conv.residual >= 0) {
       return conv.name + " is not a 7x7 stride-2 pad-3 convolution + ReLU";
@@ -398,6 +400,12 @@ struct CudnnEngine::Impl {
       Conv& c = *cp;
       ConvChoice choice;
       choice.layer = c.layer->name;
+      if (opt.safe_layers.count(c.layer->name)) {
+        choose_safe(c, choice);
+        max_workspace = std::max(max_workspace, c.workspace);
+        report.convs.push_back(choice);
+        continue;
+      }
       cudnnMathType_t math = c.fp32 && !opt.tf32_stem ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
       const auto key = cache_key(c, prop);
       if (auto it = opt.algorithms.find(c.layer->name); it != opt.algorithms.end()) {
@@ -472,6 +480,44 @@ struct CudnnEngine::Impl {
     report.workspace_bytes = max_workspace;
     report.tuning_seconds = seconds_since(t0);
     if (opt.autotune) cache.save();
+  }
+
+  // The most stable way cuDNN runs this layer, for diagnosis: the legacy API, implicit GEMM (else its
+  // precomputed-index variant, else plain GEMM, where cuDNN refuses it), no Tensor Cores: FMA for the FP32 stem,
+  // default math for FP16 (Tensor-Core math only if cuDNN has none of these without). Each candidate is run
+  // once: some combinations are refused only at execution.
+  void choose_safe(Conv& c, ConvChoice& choice) {
+    std::vector<cudnnMathType_t> maths{CUDNN_FMA_MATH};
+    if (!c.fp32) maths = {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH};
+    for (const auto math : maths) {
+      CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv_desc, math));
+      for (const auto algo : {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                              CUDNN_CONVOLUTION_FWD_ALGO_GEMM}) {
+        size_t bytes = 0;
+        if (cudnnGetConvolutionForwardWorkspaceSize(handle, c.x_desc, c.w_desc, c.conv_desc, c.y_desc, algo, &bytes) !=
+                CUDNN_STATUS_SUCCESS ||
+            bytes > opt.workspace_limit) {
+          continue;
+        }
+        c.algo = algo;
+        c.workspace = bytes;
+        try {
+          const DeviceBuffer<uint8_t> trial(bytes);
+          run_conv(c, trial.get());
+          CUDA_CHECK(cudaStreamSynchronize(stream));
+        } catch (const InternalError& e) {
+          log->debug("{}: safe algorithm {} (math {}) refused ({})", c.layer->name, int(algo), int(math), e.what());
+          continue;
+        }
+        choice.api = "legacy";
+        choice.algorithm = int(algo);
+        choice.math = math_name(math, c.fp32);
+        choice.source = "safe";
+        choice.workspace = bytes;
+        return;
+      }
+    }
+    throw InternalError(fmt::format("cuDNN runs {} with none of its implicit-GEMM/GEMM algorithms", c.layer->name));
   }
 
   // Median time of `fn` on the stream, in ms (a few warm-up runs first).

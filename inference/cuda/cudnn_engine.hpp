@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct CudnnEngineOptions {
   bool cuda_graph = true;
   bool keep_all_values = false;    // one buffer per value (tests read any intermediate value)
   std::map<std::string, int> algorithms;  // per-layer override: layer name -> cudnnConvolutionFwdAlgo_t
+  // Convolutions run the most stable way instead of the fastest (legacy API, implicit GEMM, no Tensor Cores):
+  // diagnose.hpp re-runs a failing layer so to tell a faulty algorithm from faulty data.
+  std::set<std::string> safe_layers;
 };
 
 struct ConvChoice {
@@ -46,7 +50,7 @@ struct ConvChoice {
   size_t workspace = 0;
   float tuned_ms = 0;              // as timed at start-up (0 when not tuned)
   float legacy_ms = 0, graph_ms = 0;  // the two APIs' best times when both were timed
-  std::string source;              // "autotune", "cache", "heuristic", "override"
+  std::string source;              // "autotune", "cache", "heuristic", "override", "safe"
 };
 
 // EngineReport::stem: what ran the stem.
