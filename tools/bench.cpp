@@ -84,113 +84,20 @@ json bench_preprocess(int loops) {
           {"device_frame_us", device_ms * 1000}, {"host_frame_us", host_ms * 1000}};
 }
 
-// The engine's cuDNN stem on its own: FP16 input widened to FP32, conv + bias + ReLU in one cuDNN call (the
-// fastest algorithm with the given math), max-pool to FP16: the steps CudnnEngine runs without the fused kernel.
-class CudnnStem {
- public:
-  CudnnStem(cudnnHandle_t handle, int batch, int size, const Layer& conv, bool tf32)
-      : handle_(handle), batch_(batch), size_(size), conv_(conv), out_size_(stem_conv_extent(size)) {
-    const auto tensor = [](TensorDesc& d, int n, int c, int h, int w, cudnnTensorFormat_t f) {
-      cudnnTensorDescriptor_t t;
-      CUDNN_CHECK(cudnnCreateTensorDescriptor(&t));
-      d = TensorDesc(t);
-      CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, f, CUDNN_DATA_FLOAT, n, c, h, w));
-    };
-    tensor(x_desc_, batch, conv.in_channels, size, size, CUDNN_TENSOR_NHWC);
-    tensor(y_desc_, batch, conv.out_channels, out_size_, out_size_, CUDNN_TENSOR_NHWC);
-    tensor(bias_desc_, 1, conv.out_channels, 1, 1, CUDNN_TENSOR_NCHW);
-    cudnnFilterDescriptor_t f;
-    CUDNN_CHECK(cudnnCreateFilterDescriptor(&f));
-    w_desc_ = FilterDesc(f);
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, conv.out_channels, conv.in_channels,
-                                           conv.kernel, conv.kernel));
-    cudnnConvolutionDescriptor_t cd;
-    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
-    conv_desc_ = ConvDesc(cd);
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, conv.pad, conv.pad, conv.stride, conv.stride, 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    const cudnnMathType_t math = tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, math));
-    cudnnActivationDescriptor_t a;
-    CUDNN_CHECK(cudnnCreateActivationDescriptor(&a));
-    act_desc_ = ActivationDesc(a);
-    CUDNN_CHECK(cudnnSetActivationDescriptor(a, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    weight_ = DeviceBuffer<float>(conv.weight.size());
-    bias_ = DeviceBuffer<float>(conv.bias.size());
-    CUDA_CHECK(cudaMemcpy(weight_.get(), conv.weight.data(), weight_.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(bias_.get(), conv.bias.data(), bias_.bytes(), cudaMemcpyHostToDevice));
-    x_ = DeviceBuffer<float>(size_t(batch) * size * size * conv.in_channels);
-    y_ = DeviceBuffer<float>(size_t(batch) * out_size_ * out_size_ * conv.out_channels);
-    // The engine's rule: the fastest algorithm that ran, fits 256 MiB and uses the asked-for math (strict FP32:
-    // FMA only; TF32: no FP16 down-conversion).
-    const size_t limit = size_t(256) << 20;
-    DeviceBuffer<uint8_t> tuning(limit);
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int returned = 0;
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, x_desc_, x_.get(), w_desc_, weight_.get(), conv_desc_,
-                                                       y_desc_, y_.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
-                                                       perf, tuning.get(), limit));
-    const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
-    for (int i = 0; i < returned && !best; ++i) {
-      const bool math_ok = tf32 ? perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : perf[i].mathType == CUDNN_FMA_MATH;
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit && math_ok) best = &perf[i];
-    }
-    if (!best) throw vc::InternalError("bench: cuDNN has no usable stem algorithm");
-    algo_ = best->algo;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, best->mathType));
-    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_, y_desc_, algo_, &ws_bytes_));
-    workspace_ = DeviceBuffer<uint8_t>(ws_bytes_);
-    description_ = fmt::format("algo {} {}", int(algo_), best->mathType == CUDNN_FMA_MATH ? "fma" : "tensor-op");
-  }
-
-  void run(const __half* in, const Layer& pool, __half* out, cudaStream_t stream) const {
-    const float one = 1.f, zero = 0.f;
-    launch_half_to_float(in, x_.get(), x_.size(), stream);
-    CUDNN_CHECK(cudnnConvolutionBiasActivationForward(handle_, &one, x_desc_, x_.get(), w_desc_, weight_.get(), conv_desc_,
-                                                      algo_, workspace_.get(), ws_bytes_, &zero, y_desc_, y_.get(),
-                                                      bias_desc_, bias_.get(), act_desc_, y_desc_, y_.get()));
-    launch_max_pool(y_.get(), batch_, out_size_, out_size_, conv_.out_channels, pool.kernel, pool.stride, pool.pad, out,
-                    stream);
-  }
-  [[nodiscard]] const std::string& description() const { return description_; }
-
- private:
-  cudnnHandle_t handle_;
-  int batch_, size_;
-  const Layer& conv_;
-  int out_size_;
-  TensorDesc x_desc_, y_desc_, bias_desc_;
-  FilterDesc w_desc_;
-  ConvDesc conv_desc_;
-  ActivationDesc act_desc_;
-  DeviceBuffer<float> weight_, bias_, x_, y_;
-  DeviceBuffer<uint8_t> workspace_;
-  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-  size_t ws_bytes_ = 0;
-  std::string description_;
-};
-
-// The stem alone (ResNet-18's: conv 7x7/2 3 -> 64 + ReLU, max-pool 3x3/2) at size x size, FP16 in and out:
-// the fused kernel, the strict cuDNN path and the TF32 cuDNN path. TFLOP/s count the conv's useful work
-// (2 * 147 * 64 per conv pixel), whatever each path really executes.
+// The stem alone (ResNet-18's: conv 7x7/2 3 -> 64 + ReLU, max-pool 3x3/2) at size x size, FP16 in and out, as
+// the engine runs it: our fused kernel; the strict cuDNN path (input to FP32, cuDNN FP32 FMA conv + bias + ReLU,
+// max-pool to FP16); the TF32 cuDNN path. Timed step by step in engines that differ only in the stem (one
+// algorithm cache: the same body). TFLOP/s count the conv's useful work (2 * 147 * 64 per conv pixel).
 json bench_stem(int size, const std::vector<int>& batches, int loops) {
   const auto net = random_resnet(named_resnet("resnet18", 1000), 1);
   const Layer& conv = net.layers[0];
-  const Layer& pool = net.layers[1];
-  CudaStream stream = make_stream();
-  cudnnHandle_t h;
-  CUDNN_CHECK(cudnnCreate(&h));
-  CudnnHandle handle(h);
-  CUDNN_CHECK(cudnnSetStream(handle, stream));
-  const std::string unsupported = fused_stem_unsupported(0, conv.in_channels, conv.out_channels);
-  std::unique_ptr<FusedStemWeights> fused;
-  if (unsupported.empty()) fused = std::make_unique<FusedStemWeights>(conv.weight, conv.bias, conv.in_channels, conv.out_channels);
-  else fmt::print("fused stem not available: {}\n", unsupported);
   const int ps = stem_pool_extent(size), cs = stem_conv_extent(size);
-  fmt::print("stem {0}x{0}: conv 7x7/2 {1}->{2} + ReLU + max-pool 3x3/2 -> {3}x{3}x{2} FP16; median ms, conv TFLOP/s\n", size,
-             conv.in_channels, conv.out_channels, ps);
-  fmt::print("{:>5} {:>10} {:>8} {:>11} {:>8} {:>9} {:>8} {:>9} {:>10} {}\n", "batch", "fused ms", "TFLOP/s", "strict ms",
-             "TFLOP/s", "tf32 ms", "TFLOP/s", "vs strict", "same bits", "cuDNN algorithms (strict, tf32)");
+  const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-stem-algos.json").string();
+  std::filesystem::remove(cache);
+  fmt::print("stem {0}x{0}: conv 7x7/2 {1}->{2} + ReLU + max-pool 3x3/2 -> {3}x{3}x{2} FP16; median ms, conv TFLOP/s\n",
+             size, conv.in_channels, conv.out_channels, ps);
+  fmt::print("{:>5} {:>10} {:>8} {:>11} {:>8} {:>9} {:>8} {:>9} {:>13}  {}\n", "batch", "fused ms", "TFLOP/s", "strict ms",
+             "TFLOP/s", "tf32 ms", "TFLOP/s", "vs strict", "logits diff", "cuDNN stem algorithms (strict, tf32)");
   json rows = json::array();
   for (int batch : batches) {
     const double flop = 2.0 * kStemKernel * kStemKernel * conv.in_channels * conv.out_channels * cs * cs * batch;
@@ -198,46 +105,48 @@ json bench_stem(int size, const std::vector<int>& batches, int loops) {
     std::mt19937 rng(batch);
     std::uniform_real_distribution<float> d(-2.f, 2.f);
     for (auto& v : input) v = float_to_half(d(rng));
-    DeviceBuffer<__half> in(input.size());
-    CUDA_CHECK(cudaMemcpy(in.get(), input.data(), in.bytes(), cudaMemcpyHostToDevice));
-    const size_t out_count = size_t(batch) * ps * ps * conv.out_channels;
-    DeviceBuffer<__half> out_fused(out_count), out_strict(out_count);
-    const CudnnStem strict(handle, batch, size, conv, false), tf32(handle, batch, size, conv, true);
-    const double target = batch >= 128 ? 200 : 50;
-    const double strict_ms = time_gpu(stream, [&] { strict.run(in.get(), pool, out_strict.get(), stream); }, 3, loops, target);
-    const double tf32_ms = time_gpu(stream, [&] { tf32.run(in.get(), pool, out_fused.get(), stream); }, 3, loops, target);
-    double fused_ms = 0, identical = 0;
-    int worst_steps = 0;
-    if (fused) {
-      fused_ms = time_gpu(stream, [&] { launch_fused_stem(in.get(), batch, size, size, *fused, out_fused.get(), stream); }, 3,
-                          loops, target);
-      // Agreement with the strict path on this input: same FP16 bits, else how many FP16 steps apart.
-      std::vector<uint16_t> a(out_count), b(out_count);
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      CUDA_CHECK(cudaMemcpy(a.data(), out_fused.get(), out_count * 2, cudaMemcpyDeviceToHost));
-      CUDA_CHECK(cudaMemcpy(b.data(), out_strict.get(), out_count * 2, cudaMemcpyDeviceToHost));
-      size_t same = 0;
-      for (size_t i = 0; i < out_count; ++i) {
-        same += a[i] == b[i];
-        // Non-negative FP16 values (after the ReLU) are ordered like their bit patterns: the difference counts
-        // steps (-0 counted as +0).
-        const auto bits = [](uint16_t v) { return v == 0x8000 ? 0 : int(v); };
-        worst_steps = std::max(worst_steps, std::abs(bits(a[i]) - bits(b[i])));
+    struct Path {
+      double ms = 0;
+      std::string stem, algorithm;
+      std::vector<float> logits;
+    };
+    Path paths[3];  // fused, strict, TF32
+    for (int p = 0; p < 3; ++p) {
+      Path& path = paths[p];
+      CudnnEngineOptions o;
+      o.batch = batch;
+      o.cache_path = cache;
+      o.fused_stem = p == 0;
+      o.tf32_stem = p == 2;
+      o.cuda_graph = false;
+      CudnnEngine engine(net, size, size, o);
+      path.logits = engine.run(input.data());
+      for (const auto& step : engine.time_steps(loops)) {
+        if (step.layer <= 1) path.ms += step.ms;  // input to FP32, conv1, maxpool (or the fused step)
       }
-      identical = double(same) / double(out_count);
+      path.stem = engine.report().stem;
+      const auto& c = engine.report().convs.front();
+      if (c.layer == conv.name) path.algorithm = fmt::format("algo {} {}", c.algorithm, c.math);
     }
+    const auto& [fused, strict, tf32] = paths;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < strict.logits.size(); ++i) {
+      num += (double(fused.logits[i]) - strict.logits[i]) * (double(fused.logits[i]) - strict.logits[i]);
+      den += double(strict.logits[i]) * strict.logits[i];
+    }
+    const double logits_diff = std::sqrt(num / std::max(den, 1e-30));
     const auto tflops = [flop](double ms) { return ms > 0 ? flop / (ms * 1e9) : 0.0; };
-    fmt::print("{:>5} {:>10.4f} {:>8.1f} {:>11.4f} {:>8.1f} {:>9.4f} {:>8.1f} {:>8.2f}x {:>9.3f}% {} / {}{}\n", batch,
-               fused_ms, tflops(fused_ms), strict_ms, tflops(strict_ms), tf32_ms, tflops(tf32_ms),
-               fused_ms > 0 ? strict_ms / fused_ms : 0.0, 100 * identical, strict.description(), tf32.description(),
-               fused && worst_steps > 1 ? fmt::format("  (worst {} FP16 steps from strict!)", worst_steps) : "");
+    fmt::print("{:>5} {:>10.4f} {:>8.1f} {:>11.4f} {:>8.1f} {:>9.4f} {:>8.1f} {:>8.2f}x {:>13.2e}  {} / {}{}\n", batch,
+               fused.ms, tflops(fused.ms), strict.ms, tflops(strict.ms), tf32.ms, tflops(tf32.ms), strict.ms / fused.ms,
+               logits_diff, strict.algorithm, tf32.algorithm,
+               fused.stem == kStemFused ? "" : "  (the fused kernel did not run: " + fused.stem + ")");
     std::fflush(stdout);
-    rows.push_back({{"batch", batch}, {"size", size}, {"fused_ms", fused_ms}, {"fused_tflops", tflops(fused_ms)},
-                    {"strict_ms", strict_ms}, {"strict_tflops", tflops(strict_ms)}, {"tf32_ms", tf32_ms},
-                    {"tf32_tflops", tflops(tf32_ms)}, {"strict_algo", strict.description()}, {"tf32_algo", tf32.description()},
-                    {"fused_vs_strict_identical", identical}, {"fused_vs_strict_max_steps", worst_steps},
-                    {"fused", fused ? kStemFused : unsupported}});
+    rows.push_back({{"batch", batch}, {"size", size}, {"fused_ms", fused.ms}, {"fused_tflops", tflops(fused.ms)},
+                    {"strict_ms", strict.ms}, {"strict_tflops", tflops(strict.ms)}, {"tf32_ms", tf32.ms},
+                    {"tf32_tflops", tflops(tf32.ms)}, {"fused_stem", fused.stem}, {"strict_algo", strict.algorithm},
+                    {"tf32_algo", tf32.algorithm}, {"logits_fused_vs_strict", logits_diff}});
   }
+  std::filesystem::remove(cache);
   fmt::print("\n");
   return rows;
 }

@@ -77,7 +77,11 @@ struct CudnnEngine::Impl {
   DeviceBuffer<float> fc_weight, fc_bias, logits;
   DeviceBuffer<uint8_t> workspace;
   std::vector<std::unique_ptr<Conv>> convs;
-  std::vector<std::function<void()>> steps;
+  struct Step {
+    StepTime info;  // name and layer (its ms filled by time_steps)
+    std::function<void()> run;
+  };
+  std::vector<Step> steps;
   CudaGraph graph;
   CudaGraphExec graph_exec;
 
@@ -121,7 +125,7 @@ struct CudnnEngine::Impl {
     choose_head();
     build_steps();
     // Run once eagerly (loads every kernel), then capture the whole forward pass.
-    for (auto& step : steps) step();
+    for (auto& step : steps) step.run();
     CUDA_CHECK(cudaStreamSynchronize(stream));
     if (opt.cuda_graph) capture();
     report.setup_seconds = seconds_since(t0);
@@ -610,44 +614,63 @@ struct CudnnEngine::Impl {
 
   void build_steps() {
     const int n = opt.batch;
-    if (!stem_fused) {
-      steps.push_back([this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
-    }
+    const auto add = [this](std::string name, int layer, std::function<void()> run) {
+      steps.push_back({{std::move(name), layer, 0.0}, std::move(run)});
+    };
+    if (!stem_fused) add("input to FP32", -1, [this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
     size_t next_conv = 0;
-    for (const auto& l : net.layers) {
+    for (int i = 0; i < int(net.layers.size()); ++i) {
+      const Layer& l = net.layers[size_t(i)];
       const Value& in = values[l.input];
       const Value& out = values[l.output];
       switch (l.kind) {
         case LayerKind::Conv: {
-          if (stem_fused && &l == &net.layers[0]) {  // conv + ReLU + max-pool, straight into the pool's output
-            steps.push_back([this, n] {
+          if (stem_fused && i == 0) {  // conv + ReLU + max-pool, straight into the pool's output
+            add(l.name + " + " + net.layers[1].name + " (fused)", 0, [this, n] {
               launch_fused_stem(input.get(), n, h, w, *fused_stem, static_cast<__half*>(values[net.layers[1].output].ptr),
                                 stream);
             });
             break;
           }
           const Conv* c = convs[next_conv++].get();
-          steps.push_back([this, c] { run_conv(*c, workspace.get()); });
+          add(l.name, i, [this, c] { run_conv(*c, workspace.get()); });
           break;
         }
         case LayerKind::MaxPool:
           if (stem_fused) break;  // done by the fused stem (check_structure: the only max-pool is the stem's)
-          steps.push_back([this, &l, &in, &out, n] {
+          add(l.name, i, [this, &l, &in, &out, n] {
             launch_max_pool(static_cast<const float*>(in.ptr), n, in.shape.h, in.shape.w, in.shape.c, l.kernel, l.stride,
                             l.pad, static_cast<__half*>(out.ptr), stream);
           });
           break;
         case LayerKind::GlobalAvgPool: break;  // with the classifier: run_head
-        case LayerKind::FullyConnected: steps.push_back([this] { run_head(head_fused); }); break;
+        case LayerKind::FullyConnected:
+          add(net.layers[size_t(i) - 1].name + " + " + l.name + (head_fused ? " (fused)" : ""), i - 1,
+              [this] { run_head(head_fused); });
+          break;
       }
     }
+  }
+
+  // Each step alone: calls per timed loop calibrated to ~20 ms, so that short steps are not lost in the events'
+  // resolution.
+  std::vector<StepTime> time_steps(int loops) {
+    CUDA_CHECK(cudaSetDevice(opt.device));
+    std::vector<StepTime> out;
+    for (auto& step : steps) {
+      const double one = median_gpu_ms(stream, step.run, 2, 1);
+      const int calls = std::clamp(int(20.0 / std::max(one, 0.001)), 1, 2000);
+      out.push_back(step.info);
+      out.back().ms = median_gpu_ms(stream, step.run, 0, loops, calls);
+    }
+    return out;
   }
 
   void capture() {
     cudaGraph_t g;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      for (auto& step : steps) step();
+      for (auto& step : steps) step.run();
     } catch (...) {
       cudaStreamEndCapture(stream, &g);
       if (g) cudaGraphDestroy(g);
@@ -665,7 +688,7 @@ struct CudnnEngine::Impl {
     if (graph_exec.get()) {
       CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
     } else {
-      for (auto& step : steps) step();
+      for (auto& step : steps) step.run();
     }
   }
 };
@@ -683,6 +706,7 @@ cudaStream_t CudnnEngine::stream() const { return impl_->stream; }
 __half* CudnnEngine::input() const { return impl_->input.get(); }
 const float* CudnnEngine::logits() const { return impl_->logits.get(); }
 const EngineReport& CudnnEngine::report() const { return impl_->report; }
+std::vector<StepTime> CudnnEngine::time_steps(int loops) { return impl_->time_steps(loops); }
 void CudnnEngine::enqueue() { impl_->enqueue(); }
 
 std::vector<float> CudnnEngine::run(const uint16_t* host_input) {

@@ -78,6 +78,13 @@ struct EngineReport {
   std::vector<ConvChoice> convs;
 };
 
+// One step of the forward pass as the engine runs it, timed alone (CudnnEngine::time_steps).
+struct StepTime {
+  std::string name;  // the layer's name, "input to FP32" (the cuDNN stem's input), "conv1 + maxpool (fused)", …
+  int layer = -1;    // the (first) network layer it computes; -1 for the input conversion
+  double ms = 0;     // median milliseconds
+};
+
 class CudnnEngine {
  public:
   // `network` must outlive the engine. Throws UnavailableError (no such GPU, out of memory: needed vs free), InternalError (CUDA/cuDNN failures),
@@ -108,6 +115,9 @@ class CudnnEngine {
   std::vector<float> read_value(int id);
 
   [[nodiscard]] const EngineReport& report() const;
+  // Times every step of the forward pass alone, eagerly, in order, each on its own inputs (median of `loops`
+  // timed loops). For profiling (bench).
+  std::vector<StepTime> time_steps(int loops = 7);
 
  private:
   struct Impl;
