@@ -468,6 +468,9 @@ template <int C, typename OutT>
 void configure_kernel(size_t max_shared, int* ctas_per_sm) {
   CUDA_CHECK(cudaFuncSetAttribute(fused_stem_kernel<C, OutT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(std::min(shared_bytes<C, OutT>(kMaxBlockChannels), max_shared))));
+  // All of L1 as shared memory, for two CTAs of ~85 KB per SM: the input patches are read once each, from L2.
+  CUDA_CHECK(cudaFuncSetAttribute(fused_stem_kernel<C, OutT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
   for (int bc = 8; bc <= kMaxBlockChannels; bc += 8) {
     int& n = ctas_per_sm[bc / 8 - 1];
     n = 0;
