@@ -60,8 +60,8 @@ constexpr int kConvPixels = kConvTileH * kConvTileW;                            
 constexpr int kConvRows = kWarpsM * kMTilesPerWarp * 16;  // 256: M padded to the m-tiles
 static_assert(kConvRows >= kConvPixels && kConvRows - kConvPixels < 16, "m-tiles must cover the conv tile");
 constexpr int kPatchH = 2 * (kConvTileH - 1) + kStemKernel;  // 35 input rows
-constexpr int kPatchW =
-    2 * (kConvTileW - 1) + kStemKernel + 1;  // 40 input columns: the last one feeds the pad slot
+// 40 input columns: the last one only feeds the pad slot (see the top).
+constexpr int kPatchW = 2 * (kConvTileW - 1) + kStemKernel + 1;
 
 // K layout and shared-memory sizes for C input channels.
 template <int C>
@@ -109,8 +109,8 @@ struct StemParams {
 template <int C>
 __host__ __device__ constexpr uint2 k_pair(int k) {
   using G = Geometry<C>;
-  if (k >= G::kValidK)
-    return {0u, 0u};  // K padding: zero weights, and the zero mask makes the product exactly 0
+  // K padding: zero weights, and the zero mask makes the product exactly 0 whatever the patch holds.
+  if (k >= G::kValidK) return {0u, 0u};
   const int kh = k / G::kRun, i = k % G::kRun;
   const bool pad_slot = (C & 1) && i == 7 * C - 1;  // (kw 6, c C-1) and the pad slot: keep the low half only
   return {uint32_t(kh * G::kRowHalves + i) * 2u, pad_slot ? 0x0000ffffu : 0xffffffffu};
