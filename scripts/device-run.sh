@@ -47,6 +47,7 @@ if [ "${VC_SKIP_BENCH:-0}" != 1 ]; then
   PYTHONUNBUFFERED=1 python3 tools/bench_pytorch.py --models "$models" --batches "$batches" --json "$out/bench_pytorch.json" \
     > "$out/bench_pytorch.log" 2>&1 || status=1
   [ -f "$out/bench.json" ] && [ -f "$out/bench_pytorch.json" ] && python3 tools/compare_bench.py "$out/bench.json" "$out/bench_pytorch.json" | tee "$out/summary.txt"
+  grep -E -A6 "^stem " "$out/bench.log" | head -n 8   # the stem alone: fused kernel vs cuDNN FP32 / TF32
   grep -E "^model|^resnet" "$out/bench.log" | head -n 30
 fi
 [ -f "$out/gpu_tests.log" ] && echo "== gpu_tests: $(grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log" | tr '\n' ' ')"

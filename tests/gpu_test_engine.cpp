@@ -1,6 +1,7 @@
 // The cuDNN engine against the CPU reference: every layer on the GPU's own inputs (so each layer is judged
 // alone), whole networks on the PyTorch fixtures and on random full-size ResNets, the FP32 first and last
-// layers, CUDA graph vs eager, the algorithm cache, overrides, determinism and the out-of-memory message.
+// layers, the fused stem against the cuDNN stem, CUDA graph vs eager, the algorithm cache, overrides, determinism
+// and the out-of-memory message.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -9,7 +10,10 @@
 #include "inference/classifier.hpp"
 #include "inference/cpu/cpu_engine.hpp"
 #include "inference/cpu/cpu_ops.hpp"
+#include "inference/cuda/cuda_check.hpp"
+#include "inference/cuda/cuda_memory.hpp"
 #include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine_kernels.hpp"
 #include "inference/model/half.hpp"
 #include "inference/model/resnet.hpp"
 #include "test_helpers.hpp"
@@ -44,16 +48,26 @@ CudnnEngineOptions test_options(int batch) {
 }
 
 // Runs every layer of `net` on the GPU and checks each output against the CPU layer applied to the GPU's own
-// input values. Returns the worst relative error of the FP16 body layers.
-double check_every_layer(const Network& net, int batch, int size) {
-  CudnnEngine engine(net, size, size, test_options(batch));
+// input values. With the fused stem (the default where it runs) the stem conv's output never exists: the
+// max-pool's output is checked against CPU conv + ReLU + max-pool of the network input instead.
+// Returns the worst relative error of the FP16 body layers.
+double check_every_layer(const Network& net, int batch, int size, bool fused_stem = true) {
+  CudnnEngineOptions o = test_options(batch);
+  o.fused_stem = fused_stem;
+  CudnnEngine engine(net, size, size, o);
+  const bool fused = engine.report().stem == kStemFused;
   const auto shapes = net.value_shapes(size, size);
   const auto input = random_input(size_t(batch) * shapes[0].elements());
   (void)engine.run(input.fp16.data());
   double worst_body = 0;
   for (const auto& l : net.layers) {
     CAPTURE(l.name);
-    const auto in = engine.read_value(l.input);
+    if (fused && &l == &net.layers[0]) {
+      CHECK_THROWS_AS((void)engine.read_value(l.output), InternalError);  // never materialized
+      continue;
+    }
+    const bool fused_pool = fused && l.kind == LayerKind::MaxPool;
+    const auto in = engine.read_value(fused_pool ? 0 : l.input);
     const auto got = engine.read_value(l.output);
     std::vector<float> want(got.size());
     switch (l.kind) {
@@ -62,7 +76,16 @@ double check_every_layer(const Network& net, int batch, int size) {
         cpu::conv2d(in.data(), batch, shapes[l.input], l, res.empty() ? nullptr : res.data(), want.data(), 2);
         break;
       }
-      case LayerKind::MaxPool: cpu::max_pool(in.data(), batch, shapes[l.input], l, want.data(), 2); break;
+      case LayerKind::MaxPool:
+        if (fused_pool) {
+          const Layer& stem = net.layers[0];
+          std::vector<float> conv(size_t(batch) * shapes[stem.output].elements());
+          cpu::conv2d(in.data(), batch, shapes[0], stem, nullptr, conv.data(), 2);
+          cpu::max_pool(conv.data(), batch, shapes[l.input], l, want.data(), 2);
+        } else {
+          cpu::max_pool(in.data(), batch, shapes[l.input], l, want.data(), 2);
+        }
+        break;
       case LayerKind::GlobalAvgPool: cpu::global_avg_pool(in.data(), batch, shapes[l.input], want.data()); break;
       case LayerKind::FullyConnected: cpu::fully_connected(in.data(), batch, l, want.data()); break;
     }
@@ -88,6 +111,7 @@ TEST_CASE("every layer matches the CPU layer on the GPU's own inputs (basic, bot
     CAPTURE(name);
     const auto net = build_resnet(SafetensorsFile::open(vc::test::fixture(std::string(name) + ".safetensors")));
     for (int batch : {1, 3}) MESSAGE(std::string(name) << " batch " << batch << ": worst FP16 layer error " << check_every_layer(net, batch, 64));
+    check_every_layer(net, 2, 64, /*fused_stem=*/false);  // the cuDNN FP32 stem and the separate max-pool
   }
   ResNetSpec wide = named_resnet("resnext50_32x4d", 100);
   wide.blocks = {1, 1, 1, 1};  // every layer kind of ResNeXt at full width, kept short
@@ -140,6 +164,118 @@ TEST_CASE("full-size ResNet-18 and ResNet-50 with random weights match the CPU e
     // Reuse: fewer bytes than one buffer per layer output; ResNet-50's many layers share a handful of buffers.
     CHECK(engine.report().activation_bytes < engine.report().naive_activation_bytes * (std::string(arch) == "resnet50" ? 0.5 : 0.7));
   }
+}
+
+TEST_CASE("the fused stem and the cuDNN FP32 stem give the same logits (ResNet-18, 224x224, batch 4)") {
+  const auto net = random_resnet(named_resnet("resnet18", 1000), 11);
+  const int batch = 4, size = 224;
+  const auto input = random_input(size_t(batch) * size * size * 3);
+  CudnnEngineOptions o;
+  o.batch = batch;
+  // The same body algorithms in both engines (one cache, deterministic ones): they differ only in the stem.
+  o.deterministic = true;
+  o.cache_path = (std::filesystem::temp_directory_path() / "vc-gpu-test-stem.json").string();
+  std::filesystem::remove(o.cache_path);
+  CudnnEngine fused(net, size, size, o);
+  o.fused_stem = false;
+  CudnnEngine strict(net, size, size, o);
+  std::filesystem::remove(o.cache_path);
+  CHECK(strict.report().stem == kStemCudnnFp32);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major < 8) {
+    CHECK(fused.report().stem == kStemCudnnFp32);
+    MESSAGE("fused stem not available: " << fused.report().stem_note);
+    return;
+  }
+  REQUIRE(fused.report().stem == kStemFused);
+  // No FP32 stem input and no FP32 conv output: the fused engine holds exactly that one buffer less.
+  CHECK(strict.report().activation_bytes - fused.report().activation_bytes == size_t(batch) * 112 * 112 * 64 * 4);
+  const auto a = fused.run(input.fp16.data());
+  const auto b = strict.run(input.fp16.data());
+  // Both stems are FP32-accurate (~1e-7), so their FP16 outputs differ by one rounding step in ~0.01% of values;
+  // the FP16 body amplifies any such difference (each rounding of a slightly different value flips by a full
+  // step with a probability proportional to the difference) to about 7e-5 in the logits, as a CPU simulation
+  // of this network with FP16 storage shows (the body's own error against FP32 is ~3e-4).
+  const double err = relative_error(a, b);
+  MESSAGE("fused vs cuDNN FP32 stem: logits differ by " << err << " (relative)");
+  CHECK(err < 1e-4);
+}
+
+TEST_CASE("the fused pool + classifier kernel matches the CPU and the two separate kernels bit for bit") {
+  struct Case {
+    int n, hw, c, classes;
+  };
+  const Case cases[] = {{1, 49, 512, 1000}, {3, 49, 2048, 1000}, {8, 16, 512, 10}, {32, 49, 2048, 1000},
+                        {256, 49, 512, 1000}, {5, 1, 64, 7}, {2, 4, 24, 3}};
+  CudaStream stream = make_stream();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  for (const auto& k : cases) {
+    CAPTURE(k.n);
+    CAPTURE(k.hw);
+    CAPTURE(k.c);
+    CAPTURE(k.classes);
+    const auto features = random_input(size_t(k.n) * k.hw * k.c);
+    Layer fc;
+    fc.kind = LayerKind::FullyConnected;
+    fc.in_channels = k.c;
+    fc.out_channels = k.classes;
+    fc.weight = vc::test::random_floats(size_t(k.classes) * k.c, -0.05f, 0.05f);
+    fc.bias = vc::test::random_floats(size_t(k.classes), -0.5f, 0.5f);
+    std::vector<float> pooled(size_t(k.n) * k.c), want(size_t(k.n) * k.classes);
+    cpu::global_avg_pool(features.value.data(), k.n, Shape{k.hw, 1, k.c}, pooled.data());
+    cpu::fully_connected(pooled.data(), k.n, fc, want.data());
+
+    DeviceBuffer<__half> x(features.fp16.size());
+    DeviceBuffer<float> w(fc.weight.size()), b(fc.bias.size()), mean(pooled.size()), fused(want.size()),
+        separate(want.size());
+    CUDA_CHECK(cudaMemcpy(x.get(), features.fp16.data(), x.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(w.get(), fc.weight.data(), w.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(b.get(), fc.bias.data(), b.bytes(), cudaMemcpyHostToDevice));
+    launch_pooled_classifier(x.get(), k.n, k.hw, k.c, w.get(), b.get(), k.classes, fused.get(), prop.multiProcessorCount,
+                             stream);
+    launch_global_avg_pool(x.get(), k.n, k.hw, k.c, mean.get(), stream);
+    launch_fully_connected(mean.get(), k.n, k.c, w.get(), b.get(), k.classes, separate.get(), stream);
+    std::vector<float> got(want.size()), two(want.size());
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaMemcpy(got.data(), fused.get(), fused.bytes(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(two.data(), separate.get(), separate.bytes(), cudaMemcpyDeviceToHost));
+    CHECK(relative_error(got, want) < 2e-5);  // FP32 throughout
+    CHECK(got == two);                        // the same sums in the same order
+  }
+}
+
+TEST_CASE("the engine's fused head gives the separate head's logits; Auto times both") {
+  const auto net = random_resnet(named_resnet("resnet18", 10), 4);
+  const auto input = random_input(size_t(2) * 96 * 96 * 3);
+  CudnnEngineOptions o;
+  o.batch = 2;
+  o.deterministic = true;
+  o.cache_path = (std::filesystem::temp_directory_path() / "vc-gpu-test-head.json").string();
+  std::filesystem::remove(o.cache_path);
+  o.head = HeadMode::Separate;
+  CudnnEngine separate(net, 96, 96, o);
+  o.head = HeadMode::Fused;
+  CudnnEngine fused(net, 96, 96, o);
+  o.head = HeadMode::Auto;
+  CudnnEngine automatic(net, 96, 96, o);
+  std::filesystem::remove(o.cache_path);
+  CHECK(separate.report().head == kHeadSeparate);
+  CHECK(fused.report().head == kHeadFused);
+  CHECK(automatic.report().head_fused_ms > 0);
+  CHECK(automatic.report().head_separate_ms > 0);
+  MESSAGE("head at batch 2: fused " << automatic.report().head_fused_ms << " ms, separate "
+                                    << automatic.report().head_separate_ms << " ms -> " << automatic.report().head);
+  const auto a = separate.run(input.fp16.data());
+  CHECK(a == fused.run(input.fp16.data()));
+  CHECK(a == automatic.run(input.fp16.data()));
+  // With keep_all_values and the fused head the pooled features are never written: reading them says so.
+  o.head = HeadMode::Fused;
+  o.keep_all_values = true;
+  CudnnEngine kept(net, 96, 96, o);
+  (void)kept.run(input.fp16.data());
+  CHECK_THROWS_AS((void)kept.read_value(net.layers.back().input), InternalError);
 }
 
 TEST_CASE("the CUDA graph replays exactly what eager execution computes; deterministic mode repeats bit for bit") {

@@ -1,6 +1,8 @@
 // bench: latency and throughput of the cuDNN engine per model and batch, start-up cold and with the algorithm
-// cache, GPU memory, and the preprocessing kernel. Prints a table and writes JSON. Random weights (timing does
-// not depend on their values). Runs on a GPU; `--cpu` times the CPU reference engine instead.
+// cache, GPU memory, the preprocessing kernel, the stem alone (our fused kernel vs cuDNN FP32 and TF32) and the
+// head alone (pool + classifier, separate vs fused). Prints tables and writes JSON. Random weights (timing does
+// not depend on their values). Runs on a GPU; `--cpu` times the CPU reference engine instead; `--only stem` (or
+// preprocess, head, engine, comma-separated) runs only those sections.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,11 +20,13 @@
 #include "inference/cpu/cpu_engine.hpp"
 #include "inference/cuda/cuda_memory.hpp"
 #include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine_kernels.hpp"
 #include "inference/cuda/gpu_info.hpp"
 #include "inference/cuda/gpu_timer.hpp"
 #include "inference/model/half.hpp"
 #include "inference/cuda/preprocess_gpu.hpp"
 #include "inference/model/resnet.hpp"
+#include "inference/cuda/stem_kernel.hpp"
 
 using namespace vc::inference;
 using json = nlohmann::json;
@@ -81,22 +85,146 @@ json bench_preprocess(int loops) {
           {"device_frame_us", device_ms * 1000}, {"host_frame_us", host_ms * 1000}};
 }
 
+// The stem alone (ResNet-18's: conv 7x7/2 3 -> 64 + ReLU, max-pool 3x3/2) at size x size, FP16 in and out, as
+// the engine runs it: our fused kernel; the strict cuDNN path (input to FP32, cuDNN FP32 FMA conv + bias + ReLU,
+// max-pool to FP16); the TF32 cuDNN path. Timed step by step in engines that differ only in the stem (one
+// algorithm cache: the same body). TFLOP/s count the conv's useful work (2 * 147 * 64 per conv pixel).
+json bench_stem(int size, const std::vector<int>& batches, int loops) {
+  const auto net = random_resnet(named_resnet("resnet18", 1000), 1);
+  const Layer& conv = net.layers[0];
+  const int ps = stem_pool_extent(size), cs = stem_conv_extent(size);
+  const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-stem-algos.json").string();
+  std::filesystem::remove(cache);
+  fmt::print("stem {0}x{0}: conv 7x7/2 {1}->{2} + ReLU + max-pool 3x3/2 -> {3}x{3}x{2} FP16; median ms, conv TFLOP/s\n",
+             size, conv.in_channels, conv.out_channels, ps);
+  fmt::print("{:>5} {:>10} {:>8} {:>11} {:>8} {:>9} {:>8} {:>9} {:>13}  {}\n", "batch", "fused ms", "TFLOP/s", "strict ms",
+             "TFLOP/s", "tf32 ms", "TFLOP/s", "vs strict", "logits diff", "cuDNN stem algorithms (strict, tf32)");
+  json rows = json::array();
+  for (int batch : batches) {
+    const double flop = 2.0 * kStemKernel * kStemKernel * conv.in_channels * conv.out_channels * cs * cs * batch;
+    std::vector<uint16_t> input(size_t(batch) * size * size * conv.in_channels);
+    std::mt19937 rng(batch);
+    std::uniform_real_distribution<float> d(-2.f, 2.f);
+    for (auto& v : input) v = float_to_half(d(rng));
+    struct Path {
+      double ms = 0;
+      std::string stem, algorithm;
+      std::vector<float> logits;
+    };
+    Path paths[3];  // fused, strict, TF32
+    for (int p = 0; p < 3; ++p) {
+      Path& path = paths[p];
+      CudnnEngineOptions o;
+      o.batch = batch;
+      o.cache_path = cache;
+      o.fused_stem = p == 0;
+      o.tf32_stem = p == 2;
+      o.cuda_graph = false;
+      CudnnEngine engine(net, size, size, o);
+      path.logits = engine.run(input.data());
+      for (const auto& step : engine.time_steps(loops)) {
+        if (step.layer <= 1) path.ms += step.ms;  // input to FP32, conv1, maxpool (or the fused step)
+      }
+      path.stem = engine.report().stem;
+      const auto& c = engine.report().convs.front();
+      if (c.layer == conv.name) path.algorithm = fmt::format("algo {} {}", c.algorithm, c.math);
+    }
+    const auto& [fused, strict, tf32] = paths;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < strict.logits.size(); ++i) {
+      num += (double(fused.logits[i]) - strict.logits[i]) * (double(fused.logits[i]) - strict.logits[i]);
+      den += double(strict.logits[i]) * strict.logits[i];
+    }
+    const double logits_diff = std::sqrt(num / std::max(den, 1e-30));
+    const auto tflops = [flop](double ms) { return ms > 0 ? flop / (ms * 1e9) : 0.0; };
+    fmt::print("{:>5} {:>10.4f} {:>8.1f} {:>11.4f} {:>8.1f} {:>9.4f} {:>8.1f} {:>8.2f}x {:>13.2e}  {} / {}{}\n", batch,
+               fused.ms, tflops(fused.ms), strict.ms, tflops(strict.ms), tf32.ms, tflops(tf32.ms), strict.ms / fused.ms,
+               logits_diff, strict.algorithm, tf32.algorithm,
+               fused.stem == kStemFused ? "" : "  (the fused kernel did not run: " + fused.stem + ")");
+    std::fflush(stdout);
+    rows.push_back({{"batch", batch}, {"size", size}, {"fused_ms", fused.ms}, {"fused_tflops", tflops(fused.ms)},
+                    {"strict_ms", strict.ms}, {"strict_tflops", tflops(strict.ms)}, {"tf32_ms", tf32.ms},
+                    {"tf32_tflops", tflops(tf32.ms)}, {"fused_stem", fused.stem}, {"strict_algo", strict.algorithm},
+                    {"tf32_algo", tf32.algorithm}, {"logits_fused_vs_strict", logits_diff}});
+  }
+  std::filesystem::remove(cache);
+  fmt::print("\n");
+  return rows;
+}
+
+// The head alone (global average pool of 7x7 FP16 features + FP32 classifier to 1000 classes) as two kernels and
+// as the fused one, for ResNet-18/34 (512 features) and ResNet-50+ (2048): the engine times the same choice.
+json bench_head(const std::vector<int>& batches, int loops) {
+  CudaStream stream = make_stream();
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int hw = 49, classes = 1000;
+  fmt::print("head: global average pool of 7x7 FP16 features + FP32 classifier to {} classes; median us\n", classes);
+  fmt::print("{:>8} {:>5} {:>12} {:>10} {:>9}\n", "features", "batch", "separate us", "fused us", "speed-up");
+  json rows = json::array();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int c : {512, 2048}) {
+    std::vector<float> w(size_t(classes) * c), b(classes);
+    for (auto& v : w) v = 0.05f * d(rng);
+    for (auto& v : b) v = d(rng);
+    DeviceBuffer<float> weight(w.size()), bias(b.size());
+    CUDA_CHECK(cudaMemcpy(weight.get(), w.data(), weight.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(bias.get(), b.data(), bias.bytes(), cudaMemcpyHostToDevice));
+    for (int batch : batches) {
+      std::vector<uint16_t> x(size_t(batch) * hw * c);
+      for (auto& v : x) v = float_to_half(std::fabs(d(rng)));
+      DeviceBuffer<__half> features(x.size());
+      CUDA_CHECK(cudaMemcpy(features.get(), x.data(), features.bytes(), cudaMemcpyHostToDevice));
+      DeviceBuffer<float> pooled(size_t(batch) * c), logits(size_t(batch) * classes);
+      const double separate = time_gpu(stream, [&] {
+        launch_global_avg_pool(features.get(), batch, hw, c, pooled.get(), stream);
+        launch_fully_connected(pooled.get(), batch, c, weight.get(), bias.get(), classes, logits.get(), stream);
+      }, 10, loops, 20);
+      const double fused = time_gpu(stream, [&] {
+        launch_pooled_classifier(features.get(), batch, hw, c, weight.get(), bias.get(), classes, logits.get(),
+                                 prop.multiProcessorCount, stream);
+      }, 10, loops, 20);
+      fmt::print("{:>8} {:>5} {:>12.2f} {:>10.2f} {:>8.2f}x\n", c, batch, separate * 1000, fused * 1000, separate / fused);
+      std::fflush(stdout);
+      rows.push_back({{"features", c}, {"batch", batch}, {"classes", classes}, {"separate_us", separate * 1000},
+                      {"fused_us", fused * 1000}});
+    }
+  }
+  fmt::print("\n");
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bench: cuDNN engine latency/throughput, start-up and memory; preprocessing"};
   std::string models = "resnet18,resnet34,resnet50,resnet101,resnet152", batches = "1,8,32,128,256", json_path = "bench.json";
+  std::string only = "preprocess,stem,head,engine";
   int size = 224, loops = 7;
-  bool cpu = false, tf32 = false;
+  bool cpu = false, tf32 = false, no_fused_stem = false;
   app.add_option("--models", models, "comma-separated architectures");
   app.add_option("--batches", batches, "comma-separated batch sizes");
   app.add_option("--size", size, "input size");
   app.add_option("--loops", loops, "timed loops (the median is reported)");
   app.add_option("--json", json_path, "where to write the results");
   app.add_flag("--tf32-stem", tf32, "allow TF32 in the stem");
+  app.add_flag("--no-fused-stem", no_fused_stem, "engine: run the strict stem in cuDNN (FP32) instead of the fused kernel");
+  app.add_option("--only", only, "comma-separated sections to run: preprocess, stem, head, engine");
+  std::string head = "auto";
+  app.add_option("--head", head, "engine: pool + classifier as 'separate' kernels, 'fused', or 'auto' (timed)")
+      ->check(CLI::IsMember({"auto", "separate", "fused"}));
   app.add_flag("--cpu", cpu, "time the CPU reference engine (batch 1) instead");
   CLI11_PARSE(app, argc, argv);
   vc::log::set_level("warn");
+  const auto sections = parse_names(only);
+  const auto wanted = [&](const char* name) { return std::find(sections.begin(), sections.end(), name) != sections.end(); };
+  for (const auto& name : sections) {
+    if (name != "preprocess" && name != "stem" && name != "head" && name != "engine") {
+      fmt::print(stderr, "bench: unknown section '{}' in --only (preprocess, stem, head, engine)\n", name);
+      return 64;
+    }
+  }
 
   json results = json::object();
   const auto gpu = probe_gpus();
@@ -134,13 +262,28 @@ int main(int argc, char** argv) {
   results["gpu"] = gpu.devices[0].name;
 
   try {
-    results["preprocess"] = bench_preprocess(loops);
-    const auto& pp = results["preprocess"];
-    fmt::print("preprocess 1920x1080 NV12 -> 224x224 FP16: kernel {:.1f} us, device frame {:.1f} us, host frame {:.1f} us\n\n",
-               pp["kernel_us"].get<double>(), pp["device_frame_us"].get<double>(), pp["host_frame_us"].get<double>());
+    if (wanted("preprocess")) {
+      results["preprocess"] = bench_preprocess(loops);
+      const auto& pp = results["preprocess"];
+      fmt::print("preprocess 1920x1080 NV12 -> 224x224 FP16: kernel {:.1f} us, device frame {:.1f} us, host frame {:.1f} us\n\n",
+                 pp["kernel_us"].get<double>(), pp["device_frame_us"].get<double>(), pp["host_frame_us"].get<double>());
+    }
+    if (wanted("stem")) {
+      results["stem"] = bench_stem(size, parse_ints(batches), loops);
+      std::ofstream(json_path) << results.dump(2) << "\n";
+    }
+    if (wanted("head")) {
+      results["head"] = bench_head(parse_ints(batches), loops);
+      std::ofstream(json_path) << results.dump(2) << "\n";
+    }
+    if (!wanted("engine")) {
+      std::ofstream(json_path) << results.dump(2) << "\n";
+      fmt::print("wrote {}\n", json_path);
+      return 0;
+    }
 
-    fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {}\n", "model", "batch", "ms", "img/s", "cold s",
-               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers");
+    fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {:>16} {}\n", "model", "batch", "ms", "img/s", "cold s",
+               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers", "stem / head");
     const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-algos.json").string();
     for (const auto& m : parse_names(models)) {
       const auto net = random_resnet(named_resnet(m, 1000), 1);
@@ -150,6 +293,8 @@ int main(int argc, char** argv) {
         o.batch = batch;
         o.cache_path = cache;
         o.tf32_stem = tf32;
+        o.fused_stem = !no_fused_stem;
+        o.head = head == "fused" ? HeadMode::Fused : head == "separate" ? HeadMode::Separate : HeadMode::Auto;
         double cold = 0;
         {
           CudnnEngine first(net, size, size, o);  // tunes and fills the cache
@@ -168,9 +313,10 @@ int main(int argc, char** argv) {
         const auto& r = engine.report();
         const double gpu_mib = double(free_before - free_after) / 1048576.0;
         const auto graph_layers = std::count_if(r.convs.begin(), r.convs.end(), [](const ConvChoice& c) { return c.api == "graph"; });
-        fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>4}/{}\n", m, batch,
-                   ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
-                   r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size());
+        fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>13}/{:<2} {}\n", m,
+                   batch, ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
+                   r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size(),
+                   r.stem + " / " + r.head);
         std::fflush(stdout);
         json convs = json::array();
         for (const auto& c : r.convs) {
@@ -183,7 +329,10 @@ int main(int argc, char** argv) {
                                      {"startup_cached_s", r.setup_seconds}, {"activation_bytes", r.activation_bytes},
                                      {"naive_activation_bytes", r.naive_activation_bytes},
                                      {"workspace_bytes", r.workspace_bytes}, {"weight_bytes", r.weight_bytes},
-                                     {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"convs", convs}});
+                                     {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"stem", r.stem},
+                                     {"stem_note", r.stem_note}, {"head", r.head},
+                                     {"head_fused_ms", r.head_fused_ms}, {"head_separate_ms", r.head_separate_ms},
+                                     {"convs", convs}});
         std::ofstream(json_path) << results.dump(2) << "\n";  // after every row: a cut-short run keeps its figures
       }
     }

@@ -28,6 +28,9 @@ def main():
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for row in rows:
             print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    for r in ours.get("stem", []):
+        print(f"stem {r['size']}x{r['size']} batch {r['batch']}: fused {r['fused_ms']:.4f} ms ({r['fused_tflops']:.1f} TFLOP/s), "
+              f"cuDNN FP32 {r['strict_ms']:.4f} ms, cuDNN TF32 {r['tf32_ms']:.4f} ms")
     pp = ours.get("preprocess")
     if pp:
         print(f"\npreprocess {pp['frame']} -> {pp['output']}: kernel {pp['kernel_us']:.1f} us, "

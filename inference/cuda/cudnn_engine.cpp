@@ -13,6 +13,7 @@
 #include "inference/cuda/engine_kernels.hpp"
 #include "inference/cuda/gpu_timer.hpp"
 #include "inference/cuda/graph_conv.hpp"
+#include "inference/cuda/stem_kernel.hpp"
 #include "inference/model/half.hpp"
 
 namespace vc::inference {
@@ -30,6 +31,8 @@ const char* math_name(cudnnMathType_t m, bool fp32) {
 struct Value {
   Shape shape;
   bool fp32 = false;
+  bool absent = false;  // never written: the stem conv's output with the fused stem, the pooled features with the
+                        // fused head
   void* ptr = nullptr;
   [[nodiscard]] size_t bytes(int batch) const { return size_t(batch) * size_t(shape.elements()) * (fp32 ? 4 : 2); }
 };
@@ -66,11 +69,19 @@ struct CudnnEngine::Impl {
   std::vector<Value> values;
   std::vector<DeviceBuffer<uint8_t>> activation_buffers;
   DeviceBuffer<__half> input;
-  DeviceBuffer<float> stem_input;  // the FP16 input widened for the FP32 stem
+  DeviceBuffer<float> stem_input;  // the FP16 input widened for the cuDNN FP32 stem
+  bool stem_fused = false;         // conv + ReLU + max-pool run as one kernel of ours
+  bool head_fused = false;         // global average pool + classifier as one kernel
+  int multiprocessors = 0;
+  std::unique_ptr<FusedStemWeights> fused_stem;
   DeviceBuffer<float> fc_weight, fc_bias, logits;
   DeviceBuffer<uint8_t> workspace;
   std::vector<std::unique_ptr<Conv>> convs;
-  std::vector<std::function<void()>> steps;
+  struct Step {
+    StepTime info;  // name and layer (its ms filled by time_steps)
+    std::function<void()> run;
+  };
+  std::vector<Step> steps;
   CudaGraph graph;
   CudaGraphExec graph_exec;
 
@@ -87,26 +98,34 @@ struct CudnnEngine::Impl {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
     report.gpu = prop.name;
+    multiprocessors = prop.multiProcessorCount;
     stream = make_stream();
     cudnnHandle_t hnd;
     CUDNN_CHECK(cudnnCreate(&hnd));
     handle = CudnnHandle(hnd);
     CUDNN_CHECK(cudnnSetStream(handle, stream));
 
+    choose_stem();
     plan_values();
     check_memory();
     allocate_values();
     for (const auto& l : net.layers) {
-      if (l.kind == LayerKind::Conv) convs.push_back(make_conv(l));
+      if (l.kind == LayerKind::Conv && !(stem_fused && &l == &net.layers[0])) convs.push_back(make_conv(l));
+    }
+    if (stem_fused) {
+      const Layer& stem = net.layers[0];
+      fused_stem = std::make_unique<FusedStemWeights>(stem.weight, stem.bias, stem.in_channels, stem.out_channels);
+      report.weight_bytes += fused_stem->bytes();
     }
     fc_weight = upload(net.layers.back().weight);
     fc_bias = upload(net.layers.back().bias);
     logits = DeviceBuffer<float>(size_t(opt.batch) * net.num_classes);
 
     choose_algorithms(prop);
+    choose_head();
     build_steps();
     // Run once eagerly (loads every kernel), then capture the whole forward pass.
-    for (auto& step : steps) step();
+    for (auto& step : steps) step.run();
     CUDA_CHECK(cudaStreamSynchronize(stream));
     if (opt.cuda_graph) capture();
     report.setup_seconds = seconds_since(t0);
@@ -115,6 +134,11 @@ struct CudnnEngine::Impl {
               report.gpu, opt.batch, h, w, report.activation_bytes / 1048576.0, report.activation_buffers,
               report.naive_activation_bytes / 1048576.0, report.workspace_bytes / 1048576.0,
               report.weight_bytes / 1048576.0, report.setup_seconds, report.cache_hits, report.cache_misses);
+    log->info("stem: {}{}; head: {}{}", report.stem,
+              report.stem_note.empty() ? "" : " (fused kernel not used: " + report.stem_note + ")", report.head,
+              report.head_fused_ms > 0 ? fmt::format(" (fused {:.4f} ms, separate {:.4f} ms)", report.head_fused_ms,
+                                                     report.head_separate_ms)
+                                       : "");
   }
 
   // The engine runs the ResNet shape: conv stem on the input, max-pool, convolutions, global pool, classifier.
@@ -122,10 +146,73 @@ struct CudnnEngine::Impl {
     const auto& L = net.layers;
     const bool ok = L.size() >= 4 && L[0].kind == LayerKind::Conv && L[0].input == 0 && L[1].kind == LayerKind::MaxPool &&
                     L[1].input == L[0].output && L[L.size() - 2].kind == LayerKind::GlobalAvgPool &&
-                    L.back().kind == LayerKind::FullyConnected &&
+                    L.back().kind == LayerKind::FullyConnected && L.back().input == L[L.size() - 2].output &&
                     std::all_of(L.begin() + 2, L.end() - 2, [](const Layer& l) { return l.kind == LayerKind::Conv; });
     if (!ok) throw InternalError("cuDNN engine: the network is not stem conv, max-pool, convolutions, pool, fc");
     if (opt.batch < 1) throw InternalError("cuDNN engine: batch must be >= 1");
+  }
+
+  // The fused stem kernel replaces half_to_float + cuDNN conv + max-pool wherever it can run.
+  void choose_stem() {
+    report.stem_note = fused_stem_refusal();
+    stem_fused = report.stem_note.empty();
+    report.stem = stem_fused ? kStemFused : opt.tf32_stem ? kStemCudnnTf32 : kStemCudnnFp32;
+  }
+
+  // Why the fused stem cannot run ("" when it can).
+  std::string fused_stem_refusal() const {
+    const Layer& conv = net.layers[0];
+    const Layer& pool = net.layers[1];
+    if (!opt.fused_stem) return "fused_stem is off";
+    if (opt.tf32_stem) return "the TF32 stem was asked for";
+    if (opt.algorithms.count(conv.name) || opt.safe_layers.count(conv.name)) {
+      return "an algorithm choice names " + conv.name;  // honour it in cuDNN
+    }
+    if (conv.kernel != kStemKernel || conv.stride != kStemStride || conv.pad != kStemPad || conv.groups != 1 ||
+        !conv.relu || conv.residual >= 0) {
+      return conv.name + " is not a 7x7 stride-2 pad-3 convolution + ReLU";
+    }
+    if (pool.kernel != kStemPoolKernel || pool.stride != kStemPoolStride || pool.pad != kStemPoolPad) {
+      return pool.name + " is not a 3x3 stride-2 pad-1 max-pool";
+    }
+    if (net.last_uses()[size_t(conv.output)] != 1) return "the stem's output is read by more than the pool";
+    return fused_stem_unsupported(opt.device, conv.in_channels, conv.out_channels);
+  }
+
+  // The head's two ways, on the engine's buffers.
+  void run_head(bool fused) {
+    const Layer& fc = net.layers.back();
+    const Value& features = values[net.layers[net.layers.size() - 2].input];
+    const Value& pooled = values[fc.input];
+    const int n = opt.batch, hw = features.shape.h * features.shape.w;
+    const auto* x = static_cast<const __half*>(features.ptr);
+    if (fused) {
+      launch_pooled_classifier(x, n, hw, features.shape.c, fc_weight.get(), fc_bias.get(), fc.out_channels, logits.get(),
+                               multiprocessors, stream);
+    } else {
+      launch_global_avg_pool(x, n, hw, features.shape.c, static_cast<float*>(pooled.ptr), stream);
+      launch_fully_connected(static_cast<const float*>(pooled.ptr), n, fc.in_channels, fc_weight.get(), fc_bias.get(),
+                             fc.out_channels, logits.get(), stream);
+    }
+  }
+
+  // Both heads give the same bits, so this is only about time: timed where it may be chosen (each takes a few
+  // microseconds; 20 calls per timed loop so that the events' resolution does not decide).
+  void choose_head() {
+    switch (opt.head) {
+      case HeadMode::Separate: head_fused = false; break;
+      case HeadMode::Fused: head_fused = true; break;
+      case HeadMode::Auto:
+        if (opt.autotune && !opt.keep_all_values) {
+          report.head_separate_ms = float(median_gpu_ms(stream, [&] { run_head(false); }, 3, 7, 20));
+          report.head_fused_ms = float(median_gpu_ms(stream, [&] { run_head(true); }, 3, 7, 20));
+          head_fused = report.head_fused_ms < report.head_separate_ms;
+        }
+        break;
+    }
+    // The pooled features keep their (small) buffer, used by the timing above, but are never written.
+    if (head_fused) values[net.layers.back().input].absent = true;
+    report.head = head_fused ? kHeadFused : kHeadSeparate;
   }
 
   template <typename T>
@@ -144,6 +231,7 @@ struct CudnnEngine::Impl {
     values[net.layers[0].output].fp32 = true;
     values[net.layers[net.layers.size() - 2].output].fp32 = true;
     values[net.layers.back().output].fp32 = true;
+    if (stem_fused) values[net.layers[0].output].absent = true;
     for (const auto& v : values) report.naive_activation_bytes += v.bytes(opt.batch);
   }
 
@@ -170,13 +258,13 @@ struct CudnnEngine::Impl {
   }
 
   size_t planned_activation_bytes() const {
-    if (opt.keep_all_values) return report.naive_activation_bytes;
     int count = 0;
     size_t each = 0;
-    const auto slot = assign_pool(count, each);
+    std::vector<int> slot(net.num_values, -1);
+    if (!opt.keep_all_values) slot = assign_pool(count, each);
     size_t total = size_t(count) * each;
     for (int v = 0; v < net.num_values; ++v) {
-      if (slot[v] < 0) total += values[v].bytes(opt.batch);
+      if (slot[v] < 0 && !values[v].absent) total += values[v].bytes(opt.batch);
     }
     return total;
   }
@@ -186,7 +274,7 @@ struct CudnnEngine::Impl {
     size_t weights = 0;
     for (const auto& l : net.layers) weights += (l.weight.size() + l.bias.size()) * 4;
     const size_t needed = planned_activation_bytes() + weights + opt.workspace_limit +
-                          values[0].bytes(opt.batch) * 2 /* stem input as FP32 */;
+                          (stem_fused ? 0 : values[0].bytes(opt.batch) * 2) /* stem input as FP32 */;
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (needed > free_b) {
@@ -200,14 +288,14 @@ struct CudnnEngine::Impl {
   void allocate_values() {
     input = DeviceBuffer<__half>(size_t(opt.batch) * values[0].shape.elements());
     values[0].ptr = input.get();
-    stem_input = DeviceBuffer<float>(input.size());
+    if (!stem_fused) stem_input = DeviceBuffer<float>(input.size());
     int pool_count = 0;
     size_t pool_bytes = 0;
     std::vector<int> slot(net.num_values, -1);
     if (!opt.keep_all_values) slot = assign_pool(pool_count, pool_bytes);
     for (int i = 0; i < pool_count; ++i) activation_buffers.emplace_back(pool_bytes);
     for (int v = 1; v < net.num_values; ++v) {
-      if (v == net.layers.back().output) continue;  // the logits
+      if (v == net.layers.back().output || values[v].absent) continue;  // the logits have their own buffer
       if (slot[v] >= 0) {
         values[v].ptr = activation_buffers[slot[v]].get();
       } else {
@@ -316,6 +404,12 @@ struct CudnnEngine::Impl {
       Conv& c = *cp;
       ConvChoice choice;
       choice.layer = c.layer->name;
+      if (opt.safe_layers.count(c.layer->name)) {
+        choose_safe(c, choice);
+        max_workspace = std::max(max_workspace, c.workspace);
+        report.convs.push_back(choice);
+        continue;
+      }
       cudnnMathType_t math = c.fp32 && !opt.tf32_stem ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
       const auto key = cache_key(c, prop);
       if (auto it = opt.algorithms.find(c.layer->name); it != opt.algorithms.end()) {
@@ -390,6 +484,44 @@ struct CudnnEngine::Impl {
     report.workspace_bytes = max_workspace;
     report.tuning_seconds = seconds_since(t0);
     if (opt.autotune) cache.save();
+  }
+
+  // The most stable way cuDNN runs this layer, for diagnosis: the legacy API, implicit GEMM (else its
+  // precomputed-index variant, else plain GEMM, where cuDNN refuses it), no Tensor Cores: FMA for the FP32 stem,
+  // default math for FP16 (Tensor-Core math only if cuDNN has none of these without). Each candidate is run
+  // once: some combinations are refused only at execution.
+  void choose_safe(Conv& c, ConvChoice& choice) {
+    std::vector<cudnnMathType_t> maths{CUDNN_FMA_MATH};
+    if (!c.fp32) maths = {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH};
+    for (const auto math : maths) {
+      CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv_desc, math));
+      for (const auto algo : {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                              CUDNN_CONVOLUTION_FWD_ALGO_GEMM}) {
+        size_t bytes = 0;
+        if (cudnnGetConvolutionForwardWorkspaceSize(handle, c.x_desc, c.w_desc, c.conv_desc, c.y_desc, algo, &bytes) !=
+                CUDNN_STATUS_SUCCESS ||
+            bytes > opt.workspace_limit) {
+          continue;
+        }
+        c.algo = algo;
+        c.workspace = bytes;
+        try {
+          const DeviceBuffer<uint8_t> trial(bytes);
+          run_conv(c, trial.get());
+          CUDA_CHECK(cudaStreamSynchronize(stream));
+        } catch (const InternalError& e) {
+          log->debug("{}: safe algorithm {} (math {}) refused ({})", c.layer->name, int(algo), int(math), e.what());
+          continue;
+        }
+        choice.api = "legacy";
+        choice.algorithm = int(algo);
+        choice.math = math_name(math, c.fp32);
+        choice.source = "safe";
+        choice.workspace = bytes;
+        return;
+      }
+    }
+    throw InternalError(fmt::format("cuDNN runs {} with none of its implicit-GEMM/GEMM algorithms", c.layer->name));
   }
 
   // Median time of `fn` on the stream, in ms (a few warm-up runs first).
@@ -482,44 +614,63 @@ struct CudnnEngine::Impl {
 
   void build_steps() {
     const int n = opt.batch;
-    steps.push_back([this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
+    const auto add = [this](std::string name, int layer, std::function<void()> run) {
+      steps.push_back({{std::move(name), layer, 0.0}, std::move(run)});
+    };
+    if (!stem_fused) add("input to FP32", -1, [this] { launch_half_to_float(input.get(), stem_input.get(), input.size(), stream); });
     size_t next_conv = 0;
-    for (const auto& l : net.layers) {
+    for (int i = 0; i < int(net.layers.size()); ++i) {
+      const Layer& l = net.layers[size_t(i)];
       const Value& in = values[l.input];
       const Value& out = values[l.output];
       switch (l.kind) {
         case LayerKind::Conv: {
+          if (stem_fused && i == 0) {  // conv + ReLU + max-pool, straight into the pool's output
+            add(l.name + " + " + net.layers[1].name + " (fused)", 0, [this, n] {
+              launch_fused_stem(input.get(), n, h, w, *fused_stem, static_cast<__half*>(values[net.layers[1].output].ptr),
+                                stream);
+            });
+            break;
+          }
           const Conv* c = convs[next_conv++].get();
-          steps.push_back([this, c] { run_conv(*c, workspace.get()); });
+          add(l.name, i, [this, c] { run_conv(*c, workspace.get()); });
           break;
         }
         case LayerKind::MaxPool:
-          steps.push_back([this, &l, &in, &out, n] {
+          if (stem_fused) break;  // done by the fused stem (check_structure: the only max-pool is the stem's)
+          add(l.name, i, [this, &l, &in, &out, n] {
             launch_max_pool(static_cast<const float*>(in.ptr), n, in.shape.h, in.shape.w, in.shape.c, l.kernel, l.stride,
                             l.pad, static_cast<__half*>(out.ptr), stream);
           });
           break;
-        case LayerKind::GlobalAvgPool:
-          steps.push_back([this, &in, &out, n] {
-            launch_global_avg_pool(static_cast<const __half*>(in.ptr), n, in.shape.h * in.shape.w, in.shape.c,
-                                   static_cast<float*>(out.ptr), stream);
-          });
-          break;
+        case LayerKind::GlobalAvgPool: break;  // with the classifier: run_head
         case LayerKind::FullyConnected:
-          steps.push_back([this, &l, &in, n] {
-            launch_fully_connected(static_cast<const float*>(in.ptr), n, l.in_channels, fc_weight.get(), fc_bias.get(),
-                                   l.out_channels, logits.get(), stream);
-          });
+          add(net.layers[size_t(i) - 1].name + " + " + l.name + (head_fused ? " (fused)" : ""), i - 1,
+              [this] { run_head(head_fused); });
           break;
       }
     }
+  }
+
+  // Each step alone: calls per timed loop calibrated to ~20 ms, so that short steps are not lost in the events'
+  // resolution.
+  std::vector<StepTime> time_steps(int loops) {
+    CUDA_CHECK(cudaSetDevice(opt.device));
+    std::vector<StepTime> out;
+    for (auto& step : steps) {
+      const double one = median_gpu_ms(stream, step.run, 2, 1);
+      const int calls = std::clamp(int(20.0 / std::max(one, 0.001)), 1, 2000);
+      out.push_back(step.info);
+      out.back().ms = median_gpu_ms(stream, step.run, 0, loops, calls);
+    }
+    return out;
   }
 
   void capture() {
     cudaGraph_t g;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      for (auto& step : steps) step();
+      for (auto& step : steps) step.run();
     } catch (...) {
       cudaStreamEndCapture(stream, &g);
       if (g) cudaGraphDestroy(g);
@@ -537,7 +688,7 @@ struct CudnnEngine::Impl {
     if (graph_exec.get()) {
       CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
     } else {
-      for (auto& step : steps) step();
+      for (auto& step : steps) step.run();
     }
   }
 };
@@ -555,6 +706,7 @@ cudaStream_t CudnnEngine::stream() const { return impl_->stream; }
 __half* CudnnEngine::input() const { return impl_->input.get(); }
 const float* CudnnEngine::logits() const { return impl_->logits.get(); }
 const EngineReport& CudnnEngine::report() const { return impl_->report; }
+std::vector<StepTime> CudnnEngine::time_steps(int loops) { return impl_->time_steps(loops); }
 void CudnnEngine::enqueue() { impl_->enqueue(); }
 
 std::vector<float> CudnnEngine::run(const uint16_t* host_input) {
@@ -574,8 +726,18 @@ std::vector<float> CudnnEngine::read_value(int id) {
     CUDA_CHECK(cudaMemcpy(out.data(), m.logits.get(), m.logits.bytes(), cudaMemcpyDeviceToHost));
     return out;
   }
-  if (id != 0 && !m.opt.keep_all_values) throw InternalError("read_value needs keep_all_values");
   const Value& v = m.values.at(id);
+  if (v.absent && id == m.net.layers[0].output) {
+    throw InternalError(fmt::format("read_value({}): {}'s output is never materialized by the fused stem kernel "
+                                    "(it computes conv + ReLU + max-pool in one pass); read the max-pool's output, "
+                                    "value {}, or set fused_stem = false", id, m.net.layers[0].name,
+                                    m.net.layers[1].output));
+  }
+  if (v.absent) {
+    throw InternalError(fmt::format("read_value({}): the pooled features are never written by the fused pool + "
+                                    "classifier kernel; set head = HeadMode::Separate", id));
+  }
+  if (id != 0 && !m.opt.keep_all_values) throw InternalError("read_value needs keep_all_values");
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
   const size_t count = size_t(m.opt.batch) * v.shape.elements();
   std::vector<float> out(count);

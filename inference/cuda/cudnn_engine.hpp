@@ -1,5 +1,6 @@
 // The cuDNN engine: runs a Network on one GPU for a fixed batch size.
-//   stem conv (FP32 data and math; TF32 only when asked) -> max-pool to FP16 -> body convs in FP16 NHWC on
+//   stem conv + ReLU + max-pool to FP16 (our fused kernel at FP32 accuracy, stem_kernel.hpp; else cuDNN FP32, or
+//   TF32 when asked, then max-pool) -> body convs in FP16 NHWC on
 //   Tensor Cores (FP32 accumulation), each conv + bias (+ residual) (+ ReLU) one fused cuDNN call ->
 //   global average pool to FP32 -> FP32 classifier.
 // Algorithms are autotuned on the real shapes at start-up — for each FP16 layer the best legacy algorithm and the
@@ -10,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,10 +19,17 @@
 
 namespace vc::inference {
 
+// Global average pool + classifier: two kernels, or one fused kernel (engine_kernels.hpp); the same logits, bit
+// for bit. Auto: the faster, timed at start-up (with autotune, and not with keep_all_values, which needs the
+// pooled features), else the two kernels.
+enum class HeadMode { Auto, Separate, Fused };
+
 struct CudnnEngineOptions {
   int batch = 1;
   int device = 0;
   bool tf32_stem = false;          // allow TF32 Tensor Cores in the FP32 stem (explicit precision choice)
+  bool fused_stem = true;          // strict precision: the fused stem kernel where it runs (sm_80+, 7x7/2 stem)
+  HeadMode head = HeadMode::Auto;
   bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
   std::string cache_path;          // algorithm cache file; "" = none
   size_t workspace_limit = size_t(256) << 20;
@@ -28,6 +37,9 @@ struct CudnnEngineOptions {
   bool cuda_graph = true;
   bool keep_all_values = false;    // one buffer per value (tests read any intermediate value)
   std::map<std::string, int> algorithms;  // per-layer override: layer name -> cudnnConvolutionFwdAlgo_t
+  // Convolutions run the most stable way instead of the fastest (legacy API, implicit GEMM, no Tensor Cores):
+  // diagnose.hpp re-runs a failing layer so to tell a faulty algorithm from faulty data.
+  std::set<std::string> safe_layers;
 };
 
 struct ConvChoice {
@@ -38,11 +50,23 @@ struct ConvChoice {
   size_t workspace = 0;
   float tuned_ms = 0;              // as timed at start-up (0 when not tuned)
   float legacy_ms = 0, graph_ms = 0;  // the two APIs' best times when both were timed
-  std::string source;              // "autotune", "cache", "heuristic", "override"
+  std::string source;              // "autotune", "cache", "heuristic", "override", "safe"
 };
+
+// EngineReport::stem: what ran the stem.
+inline constexpr const char* kStemFused = "fused 2xFP16 kernel";
+inline constexpr const char* kStemCudnnFp32 = "cuDNN FP32";
+inline constexpr const char* kStemCudnnTf32 = "cuDNN TF32";
+// EngineReport::head: what ran the global average pool and the classifier.
+inline constexpr const char* kHeadSeparate = "pool + classifier kernels";
+inline constexpr const char* kHeadFused = "fused pool + classifier kernel";
 
 struct EngineReport {
   std::string gpu;
+  std::string stem;                // kStemFused, kStemCudnnFp32 or kStemCudnnTf32
+  std::string stem_note;           // why the fused kernel did not run ("" when it did)
+  std::string head;                // kHeadSeparate or kHeadFused
+  float head_separate_ms = 0, head_fused_ms = 0;  // as timed at start-up (HeadMode::Auto; 0 when not timed)
   size_t weight_bytes = 0;
   size_t activation_bytes = 0;     // with buffer reuse
   size_t naive_activation_bytes = 0;  // one buffer per layer output
@@ -52,6 +76,13 @@ struct EngineReport {
   double tuning_seconds = 0;
   int cache_hits = 0, cache_misses = 0;
   std::vector<ConvChoice> convs;
+};
+
+// One step of the forward pass as the engine runs it, timed alone (CudnnEngine::time_steps).
+struct StepTime {
+  std::string name;  // the layer's name, "input to FP32" (the cuDNN stem's input), "conv1 + maxpool (fused)", …
+  int layer = -1;    // the (first) network layer it computes; -1 for the input conversion
+  double ms = 0;     // median milliseconds
 };
 
 class CudnnEngine {
@@ -79,9 +110,14 @@ class CudnnEngine {
   // Synchronous convenience: host FP16 input -> host logits.
   std::vector<float> run(const uint16_t* host_input);
   // Copies value `id` to the host as float (needs keep_all_values unless it is the input or the logits).
+  // With the fused stem the stem conv's own output never exists, nor the pooled features with the fused head:
+  // reading those throws InternalError.
   std::vector<float> read_value(int id);
 
   [[nodiscard]] const EngineReport& report() const;
+  // Times every step of the forward pass alone, eagerly, in order, each on its own inputs (median of `loops`
+  // timed loops). For profiling (bench).
+  std::vector<StepTime> time_steps(int loops = 7);
 
  private:
   struct Impl;

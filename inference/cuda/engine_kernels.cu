@@ -1,7 +1,9 @@
 #include "inference/cuda/engine_kernels.hpp"
 
+#include <algorithm>
 #include <cfloat>
 
+#include "config/errors.hpp"
 #include "inference/cuda/cuda_check.hpp"
 
 namespace vc::inference {
@@ -35,14 +37,39 @@ __global__ void max_pool_kernel(const float* __restrict__ in, int n, int h, int 
   out[i] = __float2half_rn(m);
 }
 
+// The mean of one channel of one image: shared by the separate and the fused head, so both sum in one order.
+__device__ __forceinline__ float channel_mean(const __half* __restrict__ p, int hw, int c) {
+  float sum = 0.f;
+  for (int j = 0; j < hw; ++j) sum += __half2float(p[size_t(j) * c]);
+  return sum / float(hw);
+}
+
 __global__ void global_avg_pool_kernel(const __half* __restrict__ in, int n, int hw, int c, float* __restrict__ out) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= size_t(n) * c) return;
   const int ch = int(i % c), b = int(i / c);
-  const __half* p = in + size_t(b) * hw * c + ch;
-  float sum = 0.f;
-  for (int j = 0; j < hw; ++j) sum += __half2float(p[size_t(j) * c]);
-  out[i] = sum / float(hw);
+  out[i] = channel_mean(in + size_t(b) * hw * c + ch, hw, c);
+}
+
+// out[b0 + r][o] for r < rows (at most R) with one warp: lane-strided FP32 FMAs over the features (x(r, i)), the
+// weight row read once for all rows, a shuffle reduction. Shared by both heads (same order, same bits).
+template <int R, typename Features>
+__device__ __forceinline__ void classify_rows(Features x, int rows, int in_f, const float* __restrict__ wrow,
+                                              float bias, int lane, float* __restrict__ out, int out_stride) {
+  float acc[R] = {};
+  for (int i = lane; i < in_f; i += 32) {
+    const float wv = wrow[i];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r < rows) acc[r] += wv * x(r, i);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float v = acc[r];
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0 && r < rows) out[size_t(r) * out_stride] = v + bias;
+  }
 }
 
 // One warp per (output feature, group of kRows images): the weight row is read once per group, the dot
@@ -54,20 +81,29 @@ __global__ void fully_connected_kernel(const float* __restrict__ in, int n, int 
   const int groups = (n + kRows - 1) / kRows;
   if (warp >= out_f * groups) return;
   const int o = warp % out_f, b0 = (warp / out_f) * kRows;
-  float acc[kRows] = {};
-  const float* wrow = weight + size_t(o) * in_f;
-  for (int i = lane; i < in_f; i += 32) {
-    const float wv = wrow[i];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (b0 + r < n) acc[r] += wv * in[size_t(b0 + r) * in_f + i];
-    }
+  const float* x = in + size_t(b0) * in_f;
+  classify_rows<kRows>([x, in_f](int r, int i) { return x[size_t(r) * in_f + i]; }, min(kRows, n - b0), in_f,
+                       weight + size_t(o) * in_f, bias[o], lane, out + size_t(b0) * out_f + o, out_f);
+}
+
+// The fused head: CTA (x, y) pools images [x R, x R + R) into shared memory, then its warps take the classes of
+// slice y, one class per warp at a time.
+template <int R>
+__global__ void pooled_classifier_kernel(const __half* __restrict__ in, int n, int hw, int c,
+                                         const float* __restrict__ weight, const float* __restrict__ bias, int out_f,
+                                         int classes_per_cta, float* __restrict__ out) {
+  extern __shared__ float pooled[];  // [R][c]
+  const int b0 = int(blockIdx.x) * R, rows = min(R, n - b0);
+  for (int i = int(threadIdx.x); i < rows * c; i += int(blockDim.x)) {
+    const int r = i / c, ch = i % c;
+    pooled[i] = channel_mean(in + size_t(b0 + r) * hw * c + ch, hw, c);
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    float v = acc[r];
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
-    if (lane == 0 && b0 + r < n) out[size_t(b0 + r) * out_f + o] = v + bias[o];
+  __syncthreads();
+  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  const int o_end = min(out_f, int(blockIdx.y + 1) * classes_per_cta);
+  for (int o = int(blockIdx.y) * classes_per_cta + int(threadIdx.x) / 32; o < o_end; o += warps) {
+    classify_rows<R>([c](int r, int i) { return pooled[r * c + i]; }, rows, c, weight + size_t(o) * c, bias[o], lane,
+                     out + size_t(b0) * out_f + o, out_f);
   }
 }
 
@@ -95,6 +131,30 @@ void launch_fully_connected(const float* in, int n, int in_f, const float* weigh
                             float* out, cudaStream_t stream) {
   const size_t warps = size_t(out_f) * ((n + kRows - 1) / kRows);
   fully_connected_kernel<<<blocks_for(warps * 32), kThreads, 0, stream>>>(in, n, in_f, weight, bias, out_f, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_pooled_classifier(const __half* in, int n, int hw, int c, const float* weight, const float* bias, int out_f,
+                              float* out, int multiprocessors, cudaStream_t stream) {
+  if (n < 1 || hw < 1 || c < 1 || out_f < 1) throw InternalError("launch_pooled_classifier: empty shape");
+  // Images per CTA: up to kRows, as many as the batch has, within the default 48 KB of shared memory.
+  constexpr size_t kSharedLimit = 48 << 10;
+  int rows = 1;
+  while (rows < kRows && rows * 2 <= n && size_t(rows) * 2 * c * sizeof(float) <= kSharedLimit) rows *= 2;
+  if (size_t(rows) * c * sizeof(float) > kSharedLimit) throw InternalError("launch_pooled_classifier: too many features");
+  // Class slices: enough CTAs for two per SM, at least one class per warp per slice.
+  const int groups = (n + rows - 1) / rows, warps = kThreads / 32;
+  const int max_slices = (out_f + warps - 1) / warps;
+  const int slices = std::clamp((2 * multiprocessors + groups - 1) / groups, 1, max_slices);
+  const int per_cta = (out_f + slices - 1) / slices;
+  const dim3 grid(unsigned(groups), unsigned((out_f + per_cta - 1) / per_cta));
+  const size_t smem = size_t(rows) * c * sizeof(float);
+  switch (rows) {
+    case 1: pooled_classifier_kernel<1><<<grid, kThreads, smem, stream>>>(in, n, hw, c, weight, bias, out_f, per_cta, out); break;
+    case 2: pooled_classifier_kernel<2><<<grid, kThreads, smem, stream>>>(in, n, hw, c, weight, bias, out_f, per_cta, out); break;
+    case 4: pooled_classifier_kernel<4><<<grid, kThreads, smem, stream>>>(in, n, hw, c, weight, bias, out_f, per_cta, out); break;
+    default: pooled_classifier_kernel<8><<<grid, kThreads, smem, stream>>>(in, n, hw, c, weight, bias, out_f, per_cta, out); break;
+  }
   CUDA_CHECK_LAUNCH();
 }
 
