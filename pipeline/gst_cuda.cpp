@@ -2,6 +2,7 @@
 
 #define GST_USE_UNSTABLE_API  // gst-plugins-bad's CUDA library (1.22) is declared unstable; we use 4 calls of it
 #include <gst/cuda/gstcudacontext.h>
+#include <gst/cuda/gstcudaloader.h>
 #include <gst/cuda/gstcudamemory.h>
 #include <gst/cuda/gstcudautils.h>
 
@@ -13,6 +14,9 @@
 namespace vc::pipeline {
 
 GstContext* make_shared_cuda_context(int device) {
+  // The library reaches the driver through a table it fills on loading (the nvcodec plugin does this only in the
+  // process that loads it, which need not be ours yet).
+  if (!gst_cuda_load_library()) throw UnavailableError("GStreamer's CUDA library cannot load the NVIDIA driver (libcuda)");
   void* primary = inference::primary_cuda_context(device);
   // A wrapped context: GStreamer pushes it around its own CUDA calls and never destroys it.
   GstCudaContext* wrapped = gst_cuda_context_new_wrapped(static_cast<CUcontext>(primary), CUdevice(device));

@@ -389,6 +389,7 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
         return State::Failed;
       case GST_MESSAGE_EOS: return take_pending() ? State::Failed : State::Ended;
       case GST_MESSAGE_WARNING: {
+        ++warnings_;
         GError* w = nullptr;
         gst_message_parse_warning(m.get(), &w, nullptr);
         vc::log::get("pipeline")->warn("{}: {}: {}", what_, GST_OBJECT_NAME(GST_MESSAGE_SRC(m.get())), w ? w->message : "?");
@@ -412,6 +413,7 @@ int64_t GstSource::expected_frames() {
   if (expected_ != -2 || live_) return live_ ? -1 : expected_;
   gint64 duration = 0;
   if (fps_ > 0 && gst_element_query_duration(pipeline_.get(), GST_FORMAT_TIME, &duration) && duration > 0) {
+    duration_ns_ = duration;
     expected_ = int64_t(double(duration) * 1e-9 * fps_ + 0.5);
   } else if (fps_ > 0) {
     expected_ = -1;

@@ -63,6 +63,10 @@ class GstSource {
   [[nodiscard]] double fps() const { return fps_.load(); }
   // Frames the container says it holds (duration x frame rate), -1 if unknown (live, or not yet known).
   [[nodiscard]] int64_t expected_frames();
+  // The container's duration in ns, -1 if unknown (known once expected_frames() has been asked).
+  [[nodiscard]] int64_t duration_ns() const { return duration_ns_; }
+  // Warnings the pipeline posted (decoding errors in a damaged file come as warnings).
+  [[nodiscard]] int64_t warnings() const { return warnings_; }
 
  private:
   void build();
@@ -82,6 +86,8 @@ class GstSource {
   std::atomic<double> fps_{0};
   std::atomic<int64_t> index_{0};
   int64_t expected_ = -2;  // -2: not asked yet
+  int64_t duration_ns_ = -1;
+  int64_t warnings_ = 0;
   mutable std::mutex mutex_;  // guards decoder_ and pending_failure_
   std::string decoder_;
   std::optional<SourceFailure> pending_failure_;

@@ -17,7 +17,9 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 constexpr auto kPoll = 100ms;              // how often the supervisor looks: Ctrl-C acts within this
-constexpr double kShortFileRatio = 0.95;   // a file yielding fewer frames than this share of its count failed
+// A file yielding fewer frames than this share of what its container declares (duration x frame rate) failed: it
+// is damaged. Generous, so that files with a variable frame rate never trip it.
+constexpr double kShortFileRatio = 0.75;
 
 std::string source_of(const config::Input& in) {
   switch (in.kind) {
@@ -100,6 +102,7 @@ std::optional<SourceFailure> Stream::failure() const { return failure_; }
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
   SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context};
   pass_frames_ = 0;
+  last_pts_ = -1;
   return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });
 }
 
@@ -107,12 +110,14 @@ bool Stream::on_frame(Frame&& f) {
   if (stopping()) return false;
   f.stream = id_;
   f.index = next_index_++;
+  const int64_t pts = f.pts_ns;
   const int64_t now = steady_ns(f.captured);
   int64_t none = 0;
   stats_.first_frame_ns.compare_exchange_strong(none, now);
   stats_.last_frame_ns = now;
   if (!env_.hub->push(std::move(f))) return false;
   ++pass_frames_;
+  if (pts > last_pts_) last_pts_ = pts;
   const int64_t delivered = ++stats_.delivered;
   stats_.queue_dropped = env_.hub->dropped(id_);
   if (input_.max_frames > 0 && delivered >= input_.max_frames) {
@@ -147,6 +152,14 @@ GstSource::State Stream::run_source(SourceFailure& why) {
   const int64_t opened = steady_ns(Clock::now());
   for (;;) {
     const auto state = source_->poll(kPoll);
+    if (down_ && pass_frames_ > 0) {  // frames flow again after a restart: say so as soon as they do
+      emit(StreamEvent::Kind::StreamUp, "frames flow again");
+      vc::log::get("pipeline")->info("stream {}: up again after {} restart(s)", input_.name, attempts_);
+      down_ = false;
+      attempts_ = 0;
+      delay_ = input_.reconnect.delay_s;
+      stats_.state = StreamState::Running;
+    }
     stats_.set_decoder(source_->decoder());
     stats_.gpu_frames = source_->delivers_gpu_frames();
     if (stats_.expected < 0 && pass_frames_ > 0 && !input_.loop) stats_.expected = source_->expected_frames();
@@ -205,30 +218,28 @@ void Stream::finish_with(std::optional<SourceFailure> failure) {
 
 void Stream::supervise_source() {
   auto log = vc::log::get("pipeline");
-  int attempts = 0;  // restarts since frames last flowed
-  double delay = input_.reconnect.delay_s;
-  bool down = false;
+  delay_ = input_.reconnect.delay_s;
   SourceFailure why;  // why the source stopped (also: why reopening it failed)
   for (;;) {
     // Without a source the last attempt to open one failed, and `why` says why.
     const auto state = source_ ? run_source(why) : GstSource::State::Failed;
-    if (down && pass_frames_ > 0) {  // frames flowed again after a restart
-      emit(StreamEvent::Kind::StreamUp, "frames flow again");
-      log->info("stream {}: up again after {} restart(s)", input_.name, attempts);
-      down = false;
-      attempts = 0;
-      delay = input_.reconnect.delay_s;
-      stats_.state = StreamState::Running;
-    }
     if (stopping()) return finish_with(std::nullopt);
-    if (!stats_.live) {
+    // A file (also one paced in real time) ends or fails for good; only cameras and network streams come back.
+    const bool file = input_.kind == config::InputKind::File ||
+                      (input_.kind == config::InputKind::Uri && input_.uri.rfind("file://", 0) == 0);
+    if (file) {
       if (state == GstSource::State::Failed) return finish_with(why);
       // A file at its end: check it gave what it holds, then loop or finish.
       const int64_t expected = stats_.expected;
       if (pass_frames_ == 0) {
         return finish_with(SourceFailure{ExitCode::kData, fmt::format("{}: no frame could be decoded", stats_.source)});
       }
-      if (expected >= 10 && double(pass_frames_) < kShortFileRatio * double(expected)) {
+      // Short of what the container declares, and damaged by the signs: decoding warnings, or frames that stop well
+      // before the end (a cut file). A variable-rate recording is short of "duration x rate" too, but has neither.
+      const bool cut_short = source_ && source_->duration_ns() > 0 && last_pts_ >= 0 &&
+                             double(last_pts_) < 0.9 * double(source_->duration_ns());
+      const bool damaged = source_ && (source_->warnings() > 0 || cut_short);
+      if (expected >= 10 && double(pass_frames_) < kShortFileRatio * double(expected) && damaged) {
         return finish_with(SourceFailure{ExitCode::kData,
                                          fmt::format("{}: decoded only {} of the {} frames the file holds (damaged?)",
                                                      stats_.source, pass_frames_.load(), expected)});
@@ -241,20 +252,20 @@ void Stream::supervise_source() {
     // A live source failed, ended or stalled: restart it, with backoff.
     if (state == GstSource::State::Ended) why = {ExitCode::kUnavailable, stats_.source + ": the source ended"};
     source_.reset();
-    if (!down) {
-      emit(StreamEvent::Kind::StreamDown, why.message, attempts + 1);
-      down = true;
+    if (!down_) {
+      emit(StreamEvent::Kind::StreamDown, why.message, attempts_ + 1);
+      down_ = true;
     }
-    if (input_.reconnect.attempts > 0 && attempts >= input_.reconnect.attempts) {
-      why.message = fmt::format("gave up after {} restart(s): {}", attempts, why.message);
+    if (input_.reconnect.attempts > 0 && attempts_ >= input_.reconnect.attempts) {
+      why.message = fmt::format("gave up after {} restart(s): {}", attempts_, why.message);
       return finish_with(why);
     }
-    ++attempts;
+    ++attempts_;
     stats_.state = StreamState::Reconnecting;
-    log->warn("stream {}: {} — restarting in {:.1f} s (attempt {}{})", input_.name, why.message, delay, attempts,
+    log->warn("stream {}: {} — restarting in {:.1f} s (attempt {}{})", input_.name, why.message, delay_, attempts_,
               input_.reconnect.attempts > 0 ? fmt::format(" of {}", input_.reconnect.attempts) : "");
-    if (!wait_interruptibly(delay)) return finish_with(std::nullopt);
-    delay = std::min(delay * 2, input_.reconnect.max_delay_s);
+    if (!wait_interruptibly(delay_)) return finish_with(std::nullopt);
+    delay_ = std::min(delay_ * 2, input_.reconnect.max_delay_s);
     ++stats_.reconnects;
     try {
       source_ = open();

@@ -78,7 +78,11 @@ class Stream {
   std::vector<std::string> images_;
   std::atomic<int64_t> next_index_{0};
   std::atomic<int64_t> pass_frames_{0};   // frames of the current file pass / source run
+  std::atomic<int64_t> last_pts_{-1};     // the latest frame time of this pass
   std::atomic<bool> max_reached_{false};
+  bool down_ = false;       // a live source failed and frames have not flowed since (stream thread only)
+  int attempts_ = 0;        // restarts since frames last flowed
+  double delay_ = 0;        // the next wait before a restart
   std::optional<SourceFailure> failure_;
   std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
   std::mutex done_mutex_;

@@ -22,9 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// fps 0: a variable frame rate (each frame carries its own time).
 GstCaps* bgr_caps(int w, int h, double fps) {
   return gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "BGR", "width", G_TYPE_INT, w, "height", G_TYPE_INT,
-                             h, "framerate", GST_TYPE_FRACTION, int(fps * 1000 + 0.5), 1000, nullptr);
+                             h, "framerate", GST_TYPE_FRACTION, int(fps * 1000 + 0.5), fps > 0 ? 1000 : 1, nullptr);
 }
 
 bool use_nvenc(const config::Output& o) {
@@ -58,7 +59,7 @@ GstBuffer* wrap(const OutputFrame& f, double fps) {
     gst_buffer_fill(buffer, 0, packed.data, bytes);
   }
   GST_BUFFER_PTS(buffer) = GstClockTime(std::max<int64_t>(f.pts_ns, 0));
-  GST_BUFFER_DURATION(buffer) = GstClockTime(1e9 / fps);
+  if (fps > 0) GST_BUFFER_DURATION(buffer) = GstClockTime(1e9 / fps);
   return buffer;
 }
 
@@ -247,6 +248,7 @@ class DisplayOutput final : public PipelineOutput {
 class RtspOutput final : public VideoOutput {
  public:
   explicit RtspOutput(const VideoOutput::Options& o) : fps_(o.fps) {
+    const int rate = o.fps > 0 ? std::max(1, int(o.fps + 0.5)) : 30;  // RTSP clients are timed by the server's clock
     context_ = g_main_context_new();
     loop_ = g_main_loop_new(context_, FALSE);
     server_ = gst_rtsp_server_new();
@@ -256,13 +258,13 @@ class RtspOutput final : public VideoOutput {
     GstRTSPMediaFactory* factory = gst_rtsp_media_factory_new();
     const std::string encoder = use_nvenc(o.output)
                                     ? fmt::format("nvh264enc bitrate={}", o.output.bitrate_kbps)
-                                    : fmt::format("x264enc tune=zerolatency speed-preset=ultrafast bitrate={} key-int-max=60",
-                                                  o.output.bitrate_kbps);
+                                    : fmt::format("x264enc tune=zerolatency speed-preset=ultrafast bitrate={} key-int-max={}",
+                                                  o.output.bitrate_kbps, rate);  // a key frame a second: clients join fast
     const auto launch = fmt::format(
         "( appsrc name=src is-live=true format=time do-timestamp=true "
         "caps=video/x-raw,format=BGR,width={},height={},framerate={}/1000 ! videoconvert ! video/x-raw,format=I420 "
         "! {} ! rtph264pay name=pay0 pt=96 config-interval=1 )",
-        o.width, o.height, int(o.fps * 1000 + 0.5), encoder);
+        o.width, o.height, rate * 1000, encoder);
     gst_rtsp_media_factory_set_launch(factory, launch.c_str());
     gst_rtsp_media_factory_set_shared(factory, TRUE);
     g_signal_connect(factory, "media-configure", G_CALLBACK(+[](GstRTSPMediaFactory*, GstRTSPMedia* media, gpointer self) {

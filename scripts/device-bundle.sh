@@ -9,8 +9,14 @@ bundle=${VC_BUNDLE_SCRIPT:-../shared/device/bundle.sh}
 [ -x "$bundle" ] || bundle="bash $bundle"
 # Only the plugins the device runs need (no GL/X11/Wayland stack from nvcodec, no V4L2, no display): the whole
 # tree, bundle included, must stay under the device tool's 64 MiB.
+# nvcodec (NVDEC/NVENC, and the CUDA memory the pipeline reads directly) pulls in the GL stack; libav is left out
+# (200 MB of codecs): on the device the CPU decoder is openh264.
 export GST_PLUGINS=${GST_PLUGINS:-"coreelements app videoconvertscale videotestsrc videorate playback typefindfunctions
-  isomp4 matroska videoparsersbad x264 openh264"}
-$bundle .device build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
-strip --strip-unneeded .device/bin/video-classifier .device/bin/gpu_tests .device/bin/bench .device/bin/infer_tensors
-echo "device bundle: $(du -sh .device | cut -f1)"
+  isomp4 matroska videoparsersbad x264 openh264 nvcodec"}
+bins=(build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
+      build-device/tools/bench_pipeline)
+$bundle .device "${bins[@]}"
+for b in "${bins[@]}"; do strip --strip-unneeded ".device/bin/$(basename "$b")"; done
+# The whole tree travels to the device (64 MiB): ship the bundle xz-compressed; device-run.sh unpacks it in /tmp.
+tar -C . -cJf .device.tar.xz .device
+echo "device bundle: $(du -sh .device | cut -f1), compressed $(du -sh .device.tar.xz | cut -f1) (.device.tar.xz)"

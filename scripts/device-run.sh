@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the repository root, after scripts/device-bundle.sh here: doctor, every GPU
-# test, the application end to end on the sample video (cuDNN vs CPU engine), exported models vs PyTorch, the
-# engine benchmark and the PyTorch baseline — in one call, building nothing. Logs and JSON go to $OUT (or
-# out/device); a short table is printed last.
-#   VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the benchmarks; VC_SKIP_TESTS=1, VC_SKIP_E2E=1, VC_SKIP_BENCH=1 skip parts.
+# Runs on the GPU machine, from the repository root, after scripts/device-bundle.sh here — in one call, building
+# nothing. Logs and JSON go to $OUT (or out/device); a short table is printed last. Stages (VC_STAGES, comma
+# separated, default all but soak and sanitizer):
+#   doctor     video-classifier doctor (GPU, cuDNN, NVDEC decoders)
+#   tests      every GPU test suite (gpu_tests)
+#   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
+#   e2e        the sample video on the cuDNN engine vs the CPU engine; exported torchvision models vs PyTorch
+#   stem       the stem and classifier-head benchmark (fused kernel vs cuDNN)
+#   bench      the engine benchmark beside PyTorch (tools/bench, tools/bench_pytorch.py, compare_bench.py)
+#   pipeline   tools/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
+#   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
+#   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
+# VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/device}
 mkdir -p "$out"
-. .device/env.sh
+stages=",${VC_STAGES:-doctor,tests,nvdec,e2e,stem,bench,pipeline},"
+want() { [[ $stages == *",$1,"* ]]; }
+
+# The bundle travels compressed: unpack it once into /tmp (the tree's 64 MiB limit counts the repository too).
+bundle=.device
+if [ -f .device.tar.xz ]; then
+  mkdir -p /tmp/vc-bundle && tar -C /tmp/vc-bundle -xJf .device.tar.xz && bundle=/tmp/vc-bundle/.device
+fi
+. "$bundle/env.sh"
 # PyTorch's CUDA 13 wheels keep NVRTC (which cuDNN's runtime-compiled engines load) in nvidia/cu13/lib.
 cu13=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null)
 [ -d "$cu13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cu13"
@@ -16,21 +32,40 @@ export VC_SOURCE_DIR=$PWD
 models=${VC_BENCH_MODELS:-resnet18,resnet34,resnet50,resnet101,resnet152}
 batches=${VC_BENCH_BATCHES:-1,8,32,128,256}
 status=0
+stage() { echo; echo "== $1 ($(date +%T))"; }
 
-echo "== doctor"; video-classifier doctor 2>&1 | tee "$out/doctor.txt" || status=1
-if [ "${VC_SKIP_TESTS:-0}" != 1 ]; then
-  echo "== gpu_tests"
-  gpu_tests --force-colors=false > "$out/gpu_tests.log" 2>&1 || status=1
-  grep -E "ERROR|MESSAGE" -A2 "$out/gpu_tests.log" | tail -n 30
+if want doctor; then
+  stage doctor
+  video-classifier doctor 2>&1 | tee "$out/doctor.txt" || status=1
 fi
-if [ "${VC_SKIP_E2E:-0}" != 1 ]; then
+if want tests; then
+  stage gpu_tests
+  gpu_tests --force-colors=false > "$out/gpu_tests.log" 2>&1 || status=1
+  grep -E "ERROR|FATAL" -A3 "$out/gpu_tests.log" | head -n 60
+  grep -E "MESSAGE" -A1 "$out/gpu_tests.log" | grep -v "^--" | head -n 40
+  grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log"
+fi
+if want nvdec; then
+  stage "NVDEC (frames in GPU memory) vs CPU decoding"
+  media=/tmp/vc-nvdec.mp4
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1280,height=720,framerate=30/1,format=I420 \
+    ! x264enc bitrate=4000 speed-preset=superfast ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink location=$media
+  for d in gpu cpu; do
+    video-classifier --config assets/configs/default.yaml --input $media --output none --set input.decoder=$d \
+      --set inference.device=cuda --set output.results=/tmp/nvdec-$d.jsonl 2>&1 | tee "$out/nvdec-$d.txt" | tail -n 4 || status=1
+  done
+  grep -q "GPU frames" "$out/nvdec-gpu.txt" && echo "the GPU-decoded run kept its frames in GPU memory" || { echo "NVDEC frames did NOT stay on the GPU"; status=1; }
+  video-classifier evaluate --results /tmp/nvdec-gpu.jsonl --ground-truth /tmp/nvdec-cpu.jsonl | head -n 2 | tee "$out/nvdec-compare.txt"
+  grep -q "frame accuracy: 100.00% (300/300)" "$out/nvdec-compare.txt" || { echo "NVDEC and CPU decoding disagree"; status=1; }
+fi
+if want e2e; then
   {
-    echo "== sample video, cuDNN engine (default config)"
+    stage "sample video, cuDNN engine (default config)"
     video-classifier --config assets/configs/default.yaml --set inference.device=cuda --output "$out/labelled.mp4" \
-      --set output.results=/tmp/gpu.jsonl 2>&1 | tail -n 3 || status=1
-    echo "== sample video, CPU engine"
+      --set output.results=/tmp/gpu.jsonl 2>&1 | tail -n 5 || status=1
+    stage "sample video, CPU engine"
     video-classifier --config assets/configs/default.yaml --set inference.device=cpu --output none \
-      --set output.results=/tmp/cpu.jsonl 2>&1 | tail -n 1 || status=1
+      --set output.results=/tmp/cpu.jsonl 2>&1 | tail -n 3 || status=1
     echo "== cuDNN vs ground truth"
     video-classifier evaluate --results /tmp/gpu.jsonl --ground-truth assets/video/fashion-mnist-sample.truth.txt | head -n 2
     echo "== cuDNN top-1 vs CPU top-1"
@@ -40,15 +75,42 @@ if [ "${VC_SKIP_E2E:-0}" != 1 ]; then
   } 2>&1 | tee "$out/e2e.txt"
   rm -f "$out/labelled.mp4"
 fi
-if [ "${VC_SKIP_BENCH:-0}" != 1 ]; then
-  echo "== bench (cuDNN engine)"
+if want stem; then
+  stage "stem and head benchmark"
+  bench --only stem,head --json "$out/bench_stem.json" 2>&1 | tee "$out/bench_stem.log" | tail -n 30 || status=1
+fi
+if want bench; then
+  stage "bench (cuDNN engine)"
   bench --models "$models" --batches "$batches" --json "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
-  echo "== bench_pytorch"
+  stage bench_pytorch
   PYTHONUNBUFFERED=1 python3 tools/bench_pytorch.py --models "$models" --batches "$batches" --json "$out/bench_pytorch.json" \
     > "$out/bench_pytorch.log" 2>&1 || status=1
-  [ -f "$out/bench.json" ] && [ -f "$out/bench_pytorch.json" ] && python3 tools/compare_bench.py "$out/bench.json" "$out/bench_pytorch.json" | tee "$out/summary.txt"
-  grep -E -A6 "^stem " "$out/bench.log" | head -n 8   # the stem alone: fused kernel vs cuDNN FP32 / TF32
-  grep -E "^model|^resnet" "$out/bench.log" | head -n 30
+  [ -f "$out/bench.json" ] && [ -f "$out/bench_pytorch.json" ] &&
+    python3 tools/compare_bench.py "$out/bench.json" "$out/bench_pytorch.json" | tee "$out/summary.txt"
 fi
-[ -f "$out/gpu_tests.log" ] && echo "== gpu_tests: $(grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log" | tr '\n' ' ')"
+if want pipeline; then
+  stage "bench_pipeline"
+  # shellcheck disable=SC2086
+  bench_pipeline --app "$(command -v video-classifier)" --json "$out/bench_pipeline.json" ${VC_PIPELINE_ARGS:-} 2>&1 |
+    tee "$out/bench_pipeline.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want sanitizer; then
+  stage "compute-sanitizer (memcheck, racecheck) over the GPU tests"
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  if [ -z "$sanitizer" ]; then
+    echo "compute-sanitizer: not on this machine" | tee "$out/sanitizer.txt"
+  else
+    for tool in memcheck racecheck; do
+      "$sanitizer" --tool $tool --error-exitcode 99 gpu_tests --test-suite=gpu.preprocess,gpu.stem --force-colors=false \
+        > "$out/sanitizer-$tool.log" 2>&1
+      echo "$tool: exit $? ($(grep -cE '^=========.*(Invalid|Race|hazard)' "$out/sanitizer-$tool.log") reports)" | tee -a "$out/sanitizer.txt"
+    done
+  fi
+fi
+if want soak; then
+  stage "soak (GPU engine)"
+  VC_SOAK_ENGINE=cuda scripts/soak.sh "${VC_SOAK_MINUTES:-8}" "$out/soak" 2>&1 | tail -n 30 || status=1
+fi
+echo
+echo "== done ($(date +%T)), status $status"
 exit $status

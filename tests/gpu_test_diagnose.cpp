@@ -56,7 +56,7 @@ TEST_CASE("a NaN in layer2.0.conv1's weights is found there and called a data fa
   CHECK_FALSE(d.input_non_finite);
   CHECK(d.rerun);
   CHECK(d.safe.api == "legacy");
-  CHECK(d.safe.non_finite);
+  CHECK_FALSE(d.safe.ok());  // the safe algorithm is just as wrong: the fault is in the data
   for (int i = 0; i < d.first_bad; ++i) CHECK(d.layers[size_t(i)].ok());
   CHECK(d.verdict.find("layer2.0.conv1") != std::string::npos);
 }

@@ -333,16 +333,27 @@ TEST_CASE("autotuned algorithms are cached on disk and reused; overrides are hon
 
 TEST_CASE("out of memory at start-up says what was needed and what is free") {
   const auto net = random_resnet(named_resnet("resnet50", 10), 1);
+  // Another user holds all but 256 MiB of the GPU: an engine of ~1 GiB cannot start, and says why.
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  DeviceBuffer<uint8_t> hog(free_b - (size_t(256) << 20));
   CudnnEngineOptions o;
-  o.batch = 4096;
+  o.batch = 64;
   try {
-    CudnnEngine engine(net, 512, 512, o);
+    CudnnEngine engine(net, 224, 224, o);
     FAIL("expected an UnavailableError");
   } catch (const UnavailableError& e) {
     const std::string what = e.what();
     CHECK(what.find("needs about") != std::string::npos);
     CHECK(what.find("MiB is free") != std::string::npos);
   }
+}
+
+TEST_CASE("a batch too large for cuDNN's 32-bit tensor sizes is refused with the reason") {
+  const auto net = random_resnet(named_resnet("resnet50", 10), 1);
+  CudnnEngineOptions o;
+  o.batch = 4096;
+  CHECK_THROWS_WITH_AS(CudnnEngine(net, 512, 512, o), doctest::Contains("over cuDNN's limit of 2^31"), UnavailableError);
 }
 
 TEST_CASE("the Classifier picks cuDNN for device auto and agrees with the CPU classifier") {

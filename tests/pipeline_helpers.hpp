@@ -37,7 +37,13 @@ inline std::string path(const std::string& name) { return (work_dir() / name).st
 inline std::string app(const std::string& args, int timeout_s = 60) {
   return "timeout --foreground " + std::to_string(timeout_s) + " '" + std::string(VC_APP_BINARY) + "' --model '" +
          fixture("basic_narrow.safetensors") + "' --set model.labels='" + (work_dir() / "labels.txt").string() +
-         "' --set model.input_size=64 --set inference.device=cpu --log-level warn " + args;
+         "' --set model.input_size=64 --set inference.device=cpu --set logging.level=warn " + args;
+}
+
+// The same without the timeout guard: for tests that signal the app's own process ($! is the app).
+inline std::string app_direct(const std::string& args) {
+  const std::string guarded = app(args);
+  return guarded.substr(guarded.find('\''));
 }
 
 // Frames GStreamer decodes from a video file (through the app's own source).

@@ -31,7 +31,8 @@ inline CommandResult run_command(const std::string& command) {
   static int counter = 0;
   const auto log = std::filesystem::temp_directory_path() / ("vc-test-cmd-" + std::to_string(getpid()) + "-" +
                                                              std::to_string(counter++) + ".log");
-  const std::string cmd = "cd '" + source_dir() + "' && " + command + " >'" + log.string() + "' 2>&1 </dev/null";
+  // In a subshell, so that the redirections cover every command of a list, not only the last.
+  const std::string cmd = "cd '" + source_dir() + "' && (" + command + ") >'" + log.string() + "' 2>&1 </dev/null";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
   std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

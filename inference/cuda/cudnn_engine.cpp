@@ -271,6 +271,15 @@ struct CudnnEngine::Impl {
 
   // Fails early, saying how much is needed, if the plan cannot fit (the workspace limit counted in full).
   void check_memory() const {
+    // cuDNN describes tensors with 32-bit element counts: say so plainly rather than fail inside a descriptor.
+    for (const auto& v : values) {
+      const size_t elements = size_t(opt.batch) * size_t(v.shape.elements());
+      if (elements > size_t(INT32_MAX)) {
+        throw UnavailableError(fmt::format(
+            "batch {} at {}x{} makes a {}x{}x{} activation of {} elements per batch, over cuDNN's limit of 2^31: "
+            "lower inference.batch_size or model.input_size", opt.batch, h, w, v.shape.h, v.shape.w, v.shape.c, elements));
+      }
+    }
     size_t weights = 0;
     for (const auto& l : net.layers) weights += (l.weight.size() + l.bias.size()) * 4;
     const size_t needed = planned_activation_bytes() + weights + opt.workspace_limit +

@@ -104,17 +104,25 @@ void SafetensorsFile::parse() {
   auto fail = [&](const std::string& why) -> void {
     throw DataError(fmt::format("{}: not a valid safetensors file: {}", origin_, why));
   };
+  // The first checks fail on files that are something else altogether (a text file, an image, a PyTorch .pt).
+  auto not_safetensors = [&](const std::string& why) -> void {
+    throw DataError(fmt::format("{}: not a safetensors file ({}); give a .safetensors file, e.g. one written by "
+                                "tools/export_model.py", origin_, why));
+  };
   const uint8_t* bytes = storage_->data;
   const size_t size = storage_->size;
-  if (size < 8) fail(fmt::format("{} bytes is too short for the 8-byte header length", size));
+  if (size < 8) not_safetensors(fmt::format("{} bytes is too short for the 8-byte header length", size));
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
-  if (header_len > kMaxHeaderBytes) fail(fmt::format("header length {} exceeds the {} MiB limit", header_len, kMaxHeaderBytes >> 20));
+  if (header_len > kMaxHeaderBytes) {
+    not_safetensors(fmt::format("its first 8 bytes give a header length of {}, over the {} MiB limit", header_len,
+                                kMaxHeaderBytes >> 20));
+  }
   if (header_len > size - 8) {
     fail(fmt::format("header length {} runs past the end of the {}-byte file (truncated?)", header_len, size));
   }
   const std::string_view header(reinterpret_cast<const char*>(bytes + 8), header_len);
-  if (header.empty() || header.front() != '{') fail("header does not start with '{'");
+  if (header.empty() || header.front() != '{') not_safetensors("its header does not start with '{'");
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(header);

@@ -1,0 +1,244 @@
+// Faults, each as a user or an operator would meet it, with the behaviour docs/RELIABILITY.md promises: nothing
+// lost with exit 0, outputs finalized, live sources that recover, fast and clear failures, user errors that are
+// never "internal".
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "pipeline_helpers.hpp"
+
+using namespace vc;
+using namespace vc::test;
+
+TEST_SUITE_BEGIN("faults");
+
+namespace {
+
+// A port for a test server: distinct per test process and call.
+std::string free_port() {
+  static int next = 0;
+  return std::to_string(21000 + (getpid() * 7 + next++ * 131) % 20000);
+}
+
+bool whole_lines(const std::string& file) {
+  const auto text = slurp(file);
+  if (text.empty() || text.back() != '\n') return false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!nlohmann::json::accept(line)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("an output that is the input is refused and the input survives") {
+  const auto src = make_video("precious.mp4", 30);
+  const auto before = slurp(src);
+  auto r = run_command(app("--input '" + src + "' --output '" + src + "'"));
+  CHECK(r.code == 64);
+  CHECK(r.output.find("refusing to overwrite") != std::string::npos);
+  r = run_command(app("--input '" + src + "' --output none --set output.results='" + src + "'"));
+  CHECK(r.code == 64);
+  CHECK(slurp(src) == before);
+}
+
+TEST_CASE("results that cannot be written end the run with 74, never 0") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = run_command(app("--input test --set input.max_frames=300 --output none --set output.results=/dev/full"));
+  CHECK(r.code == 74);
+  CHECK(r.output.find("/dev/full") != std::string::npos);
+  CHECK(r.output.find("No space left") != std::string::npos);
+  CHECK(seconds_since(started) < 10);  // it stops at the first lost line, not at the end of the input
+}
+
+TEST_CASE("a reader that closes the pipe: exit 74, and the video is still finalized") {
+  const auto out = path("sigpipe.mp4");
+  const auto r = run_command("((" + app("--input test --set input.fps=30 --set input.max_frames=600 --output '" + out +
+                                        "' --set output.results=-") + "; echo \"app-exit=$?\" >&2) | head -n 2 >/dev/null)");
+  CHECK(r.output.find("app-exit=74") != std::string::npos);
+  CHECK(count_frames(out) > 0);  // the MP4 got its index
+}
+
+TEST_CASE("SIGTERM and SIGHUP finalize the outputs like Ctrl-C") {
+  for (const char* sig : {"TERM", "HUP", "INT"}) {
+    CAPTURE(sig);
+    const auto out = path(std::string("signal-") + sig + ".mp4"), jsonl = path(std::string("signal-") + sig + ".jsonl");
+    const auto started = std::chrono::steady_clock::now();
+    const auto r = run_command("(" + app("--input test --output '" + out + "' --set output.results='" + jsonl + "'") +
+                               ") & pid=$!; sleep 1.5; kill -" + sig + " $pid; wait $pid");
+    CHECK_MESSAGE(r.code == 0, r.output);
+    CHECK(seconds_since(started) < 10);
+    CHECK(count_frames(out) > 5);
+    CHECK(whole_lines(jsonl));
+    CHECK(!fs::exists(out + ".partial"));
+  }
+}
+
+TEST_CASE("a second Ctrl-C quits at once, and the results file still ends with a whole line") {
+  const auto out = path("double.mp4"), jsonl = path("double.jsonl");
+  // 720p at 60 fps: the encoder still holds frames when the second Ctrl-C comes, so finishing is cut short.
+  const auto r = run_command(app_direct("--input test --set input.fps=60 --set input.width=1280 --set input.height=720 --output '" +
+                                        out + "' --set output.results='" + jsonl + "'") +
+                             " & pid=$!; sleep 2; kill -INT $pid; sleep 0.01; kill -INT $pid; wait $pid");
+  CHECK(r.code == 130);
+  CHECK(whole_lines(jsonl));
+  CHECK(!fs::exists(out));  // an unfinished MP4 keeps its .partial name: no broken file under the real name
+}
+
+TEST_CASE("MKV and fragmented MP4 recordings stay playable when the process is killed") {
+  for (const auto& [name, extra] : {std::pair{"killed.mkv", ""}, {"killed.mp4", "--set output.fragment_s=0.5"}}) {
+    CAPTURE(name);
+    const auto out = path(name);
+    run_command(app_direct("--input test --set input.fps=30 --output '" + out + "' " + extra) +
+                " & pid=$!; sleep 3; kill -KILL $pid; wait $pid");
+    CHECK(fs::exists(out));
+    CHECK(count_frames(out) > 10);
+  }
+}
+
+TEST_CASE("a file yielding far fewer frames than it holds fails (65), naming the counts") {
+  const auto whole = slurp(make_video("long.mkv", 100, 160, 120, 25, "matroskamux"));
+  const auto cut = path("cut.mkv");
+  std::ofstream(cut, std::ios::binary) << whole.substr(0, whole.size() * 3 / 10);
+  const auto r = run_command(app("--input '" + cut + "' --output none"));
+  CHECK(r.code == 65);
+  CHECK(r.output.find("decoded only") != std::string::npos);
+  CHECK(r.output.find("of the 100 frames") != std::string::npos);
+}
+
+TEST_CASE("corrupt weights (NaN) are refused before anything runs") {
+  const auto path_nan = path("nan.safetensors");
+  {
+    auto bytes = slurp(fixture("basic_narrow.safetensors"));
+    // Overwrite the first value of conv1.weight (found through the header) with a NaN of its dtype.
+    uint64_t header = 0;
+    std::memcpy(&header, bytes.data(), 8);
+    const auto meta = nlohmann::json::parse(bytes.substr(8, header));
+    const auto& t = meta.at("conv1.weight");
+    const size_t at = 8 + header + t["data_offsets"][0].get<size_t>();
+    if (t["dtype"] == "F32") {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(bytes.data() + at, &nan, 4);
+    } else {
+      const uint16_t nan = 0x7e00;  // FP16 / BF16 quiet NaN bits differ; F16 is what the fixtures use otherwise
+      std::memcpy(bytes.data() + at, &nan, 2);
+    }
+    std::ofstream(path_nan, std::ios::binary) << bytes;
+  }
+  const auto r = run_command("'" + std::string(VC_APP_BINARY) + "' --model '" + path_nan +
+                             "' --set inference.device=cpu --input test --set input.max_frames=5 --output none");
+  CHECK(r.code == 65);
+  CHECK(r.output.find("tensor 'conv1.weight' holds NaN") != std::string::npos);
+}
+
+TEST_CASE("user errors get user exit codes, never 70") {
+  const std::string bin = "'" + std::string(VC_APP_BINARY) + "' ";
+  const auto yaml = path("listkey.yaml");
+  std::ofstream(yaml) << "model:\n  ? [a, b]\n  : 3\n";
+  const auto nonutf8_labels = path("labels-latin1.txt");
+  {
+    std::ofstream out(nonutf8_labels, std::ios::binary);
+    for (int i = 0; i < 10; ++i) out << "caf\xe9 " << i << "\n";
+  }
+  struct Case {
+    std::string args;
+    int code;
+    const char* says;
+  };
+  for (const auto& c : {Case{"--config '" + yaml + "' config", 78, "a key must be a name"},
+                        Case{"--set 'inference.algorithms={[x]: 1}' config", 78, "a key must be a name"},
+                        Case{"--input test --output rtsp://h:123456789012345678901/x config", 64, "out of range"},
+                        Case{"--config /tmp config", 66, "is a directory"},
+                        Case{"--input '' config", 64, "--input: empty"},
+                        Case{"--input test --output '' config", 64, "--output: empty"},
+                        Case{"--input test --output screen config", 64, "display"},
+                        Case{"--set model.topk=3 config", 78, "did you mean model.top_k"},
+                        Case{"--model /etc/hostname --input test --output none", 65, "not a safetensors file"},
+                        Case{"", 64, "nothing to classify"}}) {
+    CAPTURE(c.args);
+    const auto r = run_command(bin + c.args);
+    CAPTURE(r.output);
+    CHECK(r.code == c.code);
+    CHECK(r.output.find(c.says) != std::string::npos);
+  }
+  auto r = run_command(app("--input test --set input.max_frames=3 --output none --set model.labels='" + nonutf8_labels + "'"));
+  CHECK(r.code == 65);
+  CHECK(r.output.find("UTF-8") != std::string::npos);
+  // A file name that is not UTF-8: results are still valid JSON lines.
+  const auto odd = path("odd-\xff-name.mp4");
+  fs::copy_file(make_video("plain.mp4", 5), odd, fs::copy_options::overwrite_existing);
+  const auto jsonl = path("odd.jsonl");
+  r = run_command(app("--input '" + odd + "' --output none --set output.results='" + jsonl + "'"));
+  CHECK(r.code == 0);
+  CHECK(whole_lines(jsonl));
+}
+
+// An RTSP server: the app itself, serving a live test pattern.
+struct RtspServer {
+  std::string port = free_port();
+  std::string url() const { return "rtsp://127.0.0.1:" + port + "/live"; }
+  std::string start_command() const {
+    return app_direct("--input test --set input.fps=15 --set input.width=160 --set input.height=120 --output rtsp://127.0.0.1:" +
+                      port + "/live") + " >/dev/null 2>&1 & echo $! > '" + path("server-" + port + ".pid") + "'";
+  }
+  std::string pid() const { return "$(cat '" + path("server-" + port + ".pid") + "')"; }
+};
+
+TEST_CASE("RTSP: a server that stops comes back — stream_down, reconnect with backoff, stream_up") {
+  RtspServer server;
+  const auto jsonl = path("reconnect.jsonl");
+  // Client: short stall timeout and backoff. Server: up 3 s, killed, back 2 s later; the client stops at 12 s.
+  const std::string client = app("--input " + server.url() + " --output none --set output.results='" + jsonl + "' "
+                                 "--set input.stall_timeout_s=3 --set input.reconnect.delay_s=0.5 --set input.reconnect.max_delay_s=1 --set input.reconnect.attempts=20", 60);
+  const auto r = run_command(server.start_command() + "; sleep 2; (" + client + ") & c=$!; sleep 3; kill -KILL " + server.pid() +
+                             "; sleep 2; " + server.start_command() + "; sleep 7; kill -INT $c; wait $c; rc=$?; kill -INT " +
+                             server.pid() + "; exit $rc");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  std::vector<std::string> events;
+  int64_t after_up = 0;
+  for (const auto& j : read_jsonl(jsonl)) {
+    const std::string e = j.value("event", "");
+    if (e == "stream_down" || e == "stream_up") events.push_back(e);
+    if (j.contains("top") && !events.empty() && events.back() == "stream_up") ++after_up;
+  }
+  REQUIRE(events.size() >= 2);
+  CHECK(events[0] == "stream_down");
+  CHECK(events[1] == "stream_up");
+  CHECK(after_up > 10);  // frames flow again after the restart
+  CHECK(r.output.find("restart") != std::string::npos);
+}
+
+TEST_CASE("RTSP: a frozen server is caught by the stall watchdog; Ctrl-C during the stall acts at once") {
+  RtspServer server;
+  const auto jsonl = path("stall.jsonl");
+  const std::string client = app("--input " + server.url() + " --output none --set output.results='" + jsonl + "' "
+                                 "--set input.stall_timeout_s=3 --set input.reconnect.delay_s=0.5", 60);
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = run_command(server.start_command() + "; sleep 2; (" + client + ") & c=$!; sleep 3; kill -STOP " + server.pid() +
+                             "; sleep 6; echo \"sent-at=$(date +%s.%N)\"; kill -INT $c; wait $c; rc=$?; echo \"stopped-at=$(date +%s.%N)\"; "
+                             "kill -CONT " + server.pid() + "; kill -INT " + server.pid() + "; exit $rc");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK(seconds_since(started) < 30);
+  bool down = false;
+  for (const auto& j : read_jsonl(jsonl)) down |= j.value("event", "") == "stream_down" && j.value("reason", "").find("stalled") != std::string::npos;
+  CHECK(down);
+  std::smatch sent, stopped;
+  REQUIRE(std::regex_search(r.output, sent, std::regex(R"(sent-at=([0-9.]+))")));
+  REQUIRE(std::regex_search(r.output, stopped, std::regex(R"(stopped-at=([0-9.]+))")));
+  CHECK(std::stod(stopped[1]) - std::stod(sent[1]) < 1.5);
+}
+
+TEST_CASE("RTSP: a server that never comes back: the client gives up after its attempts, exit 69 (never 0)") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = run_command(app("--input rtsp://127.0.0.1:" + free_port() + "/none --output none "
+                                 "--set input.reconnect.attempts=2 --set input.reconnect.delay_s=0.2"));
+  CHECK(r.code == 69);
+  CHECK(r.output.find("gave up after 2 restart(s)") != std::string::npos);
+  CHECK(seconds_since(started) < 15);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,342 @@
+// bench_pipeline: the whole application on many streams, measured side by side with what bounds it. It makes its
+// own 1080p H.264 High 4:2:0 test file with GStreamer, then for each stream count N:
+//   - one process, N file streams (the multi-stream pipeline, --output none): aggregate and per-stream fps,
+//     p50/p99 capture-to-result latency, drops, CPU cores used, GPU memory;
+//   - the decode-only ceiling: N decoders in one process (NVDEC, each also as its stateless variant and with
+//     output in CUDA memory; the CPU decoder where there is no NVDEC), frames to a fakesink;
+//   - N separate single-stream processes of the app (the way to run N streams before this pipeline existed).
+// and the largest number of live 1080p30 streams (the file paced in real time, looped) held with no drops and
+// p99 latency under 100 ms. Prints a table and writes JSON. Random ResNet weights (timing does not depend on them).
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <gst/gst.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+#include "inference/model/model_card.hpp"
+#include "inference/model/resnet.hpp"
+#include "pipeline/decoders.hpp"
+#include "pipeline/gst_probe.hpp"
+#include "pipeline/gst_util.hpp"
+#include "pipeline/runner.hpp"
+
+using json = nlohmann::json;
+namespace config = vc::config;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<int> parse_ints(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(std::stoi(item));
+  }
+  return out;
+}
+
+int run_shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// CPU seconds this process has used (user + system, all threads).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// Samples the GPU's used memory while a run goes on; the peak is the run's footprint (above the idle baseline).
+class GpuMemorySampler {
+ public:
+  GpuMemorySampler() {
+    baseline_ = used();
+    thread_ = std::thread([this] {
+      while (!done_) {
+        peak_ = std::max(peak_.load(), used());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  ~GpuMemorySampler() { stop(); }
+  double stop_mib() {
+    stop();
+    return peak_ > baseline_ ? double(peak_ - baseline_) / 1048576.0 : 0;
+  }
+
+ private:
+  static size_t used() {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return total_b - free_b;
+  }
+  void stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  size_t baseline_ = 0;
+  std::atomic<size_t> peak_{0};
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// N decoders in one process, each `filesrc ! parsebin ! DECODER [! caps] ! fakesink`: frames per second in all.
+// The descriptions hold only our own file name and element names (no user text).
+double decode_only_fps(const std::string& file, int n, const std::string& decoder, bool cuda_memory, int64_t frames_per_file) {
+  std::vector<GstElement*> pipelines;
+  for (int i = 0; i < n; ++i) {
+    const auto description = fmt::format("filesrc location=\"{}\" ! parsebin ! {} ! {}fakesink sync=false", file, decoder,
+                                         cuda_memory ? "video/x-raw(memory:CUDAMemory) ! " : "video/x-raw ! ");
+    GError* error = nullptr;
+    GstElement* p = gst_parse_launch(description.c_str(), &error);
+    if (error) {
+      g_error_free(error);
+      if (p) gst_object_unref(p);
+      for (auto* q : pipelines) gst_object_unref(q);
+      return -1;
+    }
+    pipelines.push_back(p);
+  }
+  const auto start = Clock::now();
+  for (auto* p : pipelines) gst_element_set_state(p, GST_STATE_PLAYING);
+  bool ok = true;
+  for (auto* p : pipelines) {
+    GstBus* bus = gst_element_get_bus(p);
+    GstMessage* m = gst_bus_timed_pop_filtered(bus, 600 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+    ok &= m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS;
+    if (m) gst_message_unref(m);
+    gst_object_unref(bus);
+  }
+  const double seconds = since(start);
+  for (auto* p : pipelines) {
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(p);
+  }
+  return ok ? double(n) * double(frames_per_file) / seconds : -1;
+}
+
+struct Options {
+  std::string app;           // the video-classifier binary (for the separate-process runs)
+  std::string model;
+  std::string media;
+  int64_t frames = 300;
+  int batch = 32;
+  std::string decoder = "auto";
+  bool cpu = false;  // the CPU engine (to try the benchmark on a machine without a GPU)
+};
+
+config::Config base_config(const Options& o) {
+  config::Config c;
+  c.model.weights = o.model;
+  c.inference.device = o.cpu ? config::Device::Cpu : config::Device::Cuda;
+  c.inference.batch_size = o.batch;
+  c.inference.batch_timeout_ms = 5;
+  c.output.kind = config::OutputKind::None;
+  c.logging.perf_interval_s = 0;
+  c.logging.level = "warn";
+  config::Input in;
+  in.kind = config::InputKind::File;
+  in.path = o.media;
+  in.decoder = o.decoder == "gpu" ? config::Decoder::Gpu : o.decoder == "cpu" ? config::Decoder::Cpu : config::Decoder::Auto;
+  c.input = in;
+  return c;
+}
+
+json run_in_process(const Options& o, int n, bool live, double live_seconds) {
+  auto c = base_config(o);
+  c.inputs.clear();
+  for (int i = 0; i < n; ++i) {
+    auto in = c.input;
+    in.name = fmt::format("s{}", i);
+    in.realtime = live;
+    in.loop = live;
+    c.inputs.push_back(in);
+  }
+  config::validate(c);
+  std::atomic<int> stop{0};
+  std::thread timer;
+  if (live) {
+    timer = std::thread([&] {
+      const auto until = Clock::now() + std::chrono::duration<double>(live_seconds);
+      while (Clock::now() < until && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stop = 1;
+    });
+  }
+  GpuMemorySampler gpu;
+  const double cpu0 = cpu_seconds();
+  const auto s = vc::pipeline::run(c, stop);
+  const double cpu = cpu_seconds() - cpu0;
+  const double gpu_mib = gpu.stop_mib();
+  stop = 1;
+  if (timer.joinable()) timer.join();
+  double per_stream = 0;
+  std::string decoder;
+  for (const auto& r : s.streams) {
+    per_stream += r.fps;
+    decoder = r.decoder + (r.gpu_frames ? " (GPU frames)" : "");
+  }
+  return {{"streams", n},
+          {"frames", s.frames},
+          {"seconds", s.seconds},
+          {"fps", s.seconds > 0 ? double(s.frames) / s.seconds : 0},
+          {"per_stream_fps", s.streams.empty() ? 0 : per_stream / double(s.streams.size())},
+          {"p50_ms", s.latency_p50_ms},
+          {"p99_ms", s.latency_p99_ms},
+          {"dropped", s.dropped},
+          {"cpu_cores", s.seconds > 0 ? cpu / s.seconds : 0},
+          {"gpu_mib", gpu_mib},
+          {"decoder", decoder},
+          {"ok", s.code == vc::ExitCode::kOk}};
+}
+
+json run_separate(const Options& o, int n) {
+  const auto start = Clock::now();
+  std::vector<pid_t> children;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      dup2(null, STDOUT_FILENO);
+      dup2(null, STDERR_FILENO);
+      execl(o.app.c_str(), o.app.c_str(), "--model", o.model.c_str(), "--input", o.media.c_str(), "--output", "none",
+            "--set", o.cpu ? "inference.device=cpu" : "inference.device=cuda", "--set", ("input.decoder=" + o.decoder).c_str(), "--log-level", "error",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  int failures = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  const double seconds = since(start);
+  return {{"streams", n}, {"seconds", seconds}, {"fps", double(n) * double(o.frames) / seconds}, {"failures", failures}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"bench_pipeline: many streams through the whole application, beside the decode-only ceiling"};
+  Options o;
+  std::string streams = "1,4,16,64", live = "8,16,24,32,48", json_path, arch = "resnet50", dir = "/tmp/vc-bench-pipeline";
+  int separate_max = 16, width = 1920, height = 1080;
+  double live_seconds = 10;
+  cli.add_option("--app", o.app, "video-classifier binary (for the separate-process runs)")->required();
+  cli.add_option("--arch", arch, "ResNet with random weights: resnet18 … resnet152");
+  cli.add_option("--streams", streams, "stream counts, e.g. 1,4,16,64");
+  cli.add_option("--live", live, "live stream counts to try (1080p30 paced), e.g. 8,16,32; empty = none");
+  cli.add_option("--live-seconds", live_seconds, "how long each live run lasts");
+  cli.add_option("--separate-max", separate_max, "largest N for N separate processes (0 = none)");
+  cli.add_option("--frames", o.frames, "frames in the test file (30 fps)");
+  cli.add_option("--batch", o.batch, "inference.batch_size");
+  cli.add_option("--decoder", o.decoder, "input.decoder: auto, gpu or cpu");
+  cli.add_option("--size", width, "test file width (height = width * 9 / 16)");
+  cli.add_option("--dir", dir, "where the test media and model go");
+  cli.add_option("--json", json_path, "write results here");
+  cli.add_flag("--cpu", o.cpu, "use the CPU engine (a smoke test without a GPU; the numbers mean little)");
+  CLI11_PARSE(cli, argc, argv);
+  height = width * 9 / 16 / 2 * 2;
+  vc::log::set_level("warn");
+  try {
+    fs::create_directories(dir);
+    // The model: random weights of a standard ResNet, with a card (224, crop, ImageNet normalization).
+    o.model = dir + "/" + arch + "-random.safetensors";
+    if (!fs::exists(o.model)) {
+      vc::inference::ModelCard card;
+      card.input_size = 224;
+      card.resize = "crop";
+      vc::inference::write_safetensors(o.model, vc::inference::random_resnet_tensors(vc::inference::named_resnet(arch, 1000), 1),
+                                       vc::inference::model_card_metadata(card));
+    }
+    // The media: 1080p H.264 High 4:2:0 at 30 fps, 8 Mbit/s (the caps pin 4:2:0: without them x264 may pick 4:4:4).
+    o.media = fmt::format("{}/h264-{}x{}-{}.mp4", dir, width, height, o.frames);
+    if (!fs::exists(o.media)) {
+      const auto make = fmt::format(
+          "gst-launch-1.0 -q videotestsrc num-buffers={} pattern=ball ! video/x-raw,width={},height={},framerate=30/1,format=I420 ! "
+          "x264enc bitrate=8000 speed-preset=superfast key-int-max=60 ! video/x-h264,profile=high ! h264parse ! mp4mux ! "
+          "filesink location=\"{}\"", o.frames, width, height, o.media);
+      if (run_shell(make) != 0) throw vc::UnavailableError("could not make the test media with gst-launch-1.0 (x264enc)");
+    }
+    vc::pipeline::ensure_gstreamer();
+    bool nvdec = false;
+    for (const auto& c : vc::pipeline::probe_decoders()) {
+      if (c.codec == "H.264") {
+        for (const auto& d : c.decoders) nvdec |= d.gpu;
+      }
+    }
+    fmt::print("bench_pipeline: {} ({}x{} H.264 High, {} frames), {} with random weights, batch {}, NVDEC {}\n", o.media,
+               width, height, o.frames, arch, o.batch, nvdec ? "yes" : "no");
+
+    // Warm the algorithm cache once, so no run below pays for autotuning.
+    (void)run_in_process(o, 1, false, 0);
+
+    json out = {{"media", o.media}, {"arch", arch}, {"batch", o.batch}, {"frames_per_stream", o.frames}, {"nvdec", nvdec}};
+    fmt::print("\n{:>7} {:>10} {:>10} {:>8} {:>8} {:>7} {:>6} {:>8} | {:>10} {:>10} {:>10} {:>10} | {:>10}\n", "streams", "fps",
+               "per-strm", "p50 ms", "p99 ms", "drops", "CPU", "GPU MiB", "dec ceil", "sl ceil", "sys-mem", "CPU dec",
+               "separate");
+    for (int n : parse_ints(streams)) {
+      json row = run_in_process(o, n, false, 0);
+      const double nv = nvdec ? decode_only_fps(o.media, n, "nvh264dec", true, o.frames) : -1;
+      const double sl = nvdec ? decode_only_fps(o.media, n, "nvh264sldec", true, o.frames) : -1;
+      const double sys = nvdec ? decode_only_fps(o.media, n, "nvh264dec", false, o.frames) : -1;
+      const double cpu_dec = n <= 16 ? decode_only_fps(o.media, n, vc::pipeline::has_element("avdec_h264") ? "avdec_h264" : "openh264dec",
+                                                       false, o.frames)
+                                     : -1;
+      row["decode_only"] = {{"nvh264dec_cuda", nv}, {"nvh264sldec_cuda", sl}, {"nvh264dec_system", sys}, {"cpu", cpu_dec}};
+      json separate;
+      if (n <= separate_max) separate = run_separate(o, n);
+      row["separate_processes"] = separate;
+      const double ceiling = std::max({nv, sl, sys, cpu_dec});
+      row["share_of_ceiling"] = ceiling > 0 ? row["fps"].get<double>() / ceiling : 0;
+      fmt::print("{:>7} {:>10.1f} {:>10.1f} {:>8.1f} {:>8.1f} {:>7} {:>6.1f} {:>8.0f} | {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} | {:>10}\n",
+                 n, row["fps"].get<double>(), row["per_stream_fps"].get<double>(), row["p50_ms"].get<double>(),
+                 row["p99_ms"].get<double>(), row["dropped"].get<int64_t>(), row["cpu_cores"].get<double>(),
+                 row["gpu_mib"].get<double>(), nv, sl, sys, cpu_dec,
+                 separate.is_null() ? std::string("-") : fmt::format("{:.1f}", separate["fps"].get<double>()));
+      out["runs"].push_back(row);
+    }
+    int best_live = 0;
+    if (!live.empty()) fmt::print("\nlive 1080p30 streams (file paced in real time, looped, {:.0f} s each):\n", live_seconds);
+    for (int n : parse_ints(live)) {
+      json row = run_in_process(o, n, true, live_seconds);
+      const bool held = row["dropped"].get<int64_t>() == 0 && row["p99_ms"].get<double>() <= 100 &&
+                        row["per_stream_fps"].get<double>() >= 29.0;
+      row["held"] = held;
+      if (held) best_live = std::max(best_live, n);
+      fmt::print("  {:>3} streams: {:>7.1f} fps total, {:>5.1f} per stream, p99 {:>6.1f} ms, {} dropped, CPU {:.1f} cores -> {}\n", n,
+                 row["fps"].get<double>(), row["per_stream_fps"].get<double>(), row["p99_ms"].get<double>(),
+                 row["dropped"].get<int64_t>(), row["cpu_cores"].get<double>(), held ? "held" : "NOT held");
+      out["live"].push_back(row);
+    }
+    out["live_streams_held"] = best_live;
+    if (!live.empty()) fmt::print("largest live count held in real time: {}\n", best_live);
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    return 0;
+  } catch (const vc::Error& e) {
+    fmt::print(stderr, "bench_pipeline: {}\n", e.what());
+    return int(e.code());
+  }
+}
