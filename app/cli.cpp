@@ -45,6 +45,9 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   evaluate->add_option("--results", cl.results_path, "JSON-lines results written by run")->required();
   evaluate->add_option("--ground-truth", cl.ground_truth, "ground-truth file: one 'frame label' per line")->required();
   evaluate->add_flag("--smoothed", cl.smoothed, "score the smoothed label (what the overlay shows) instead of the top-1");
+  auto* diagnose = app.add_subcommand("diagnose", "run the model layer by layer on the GPU beside the CPU reference and "
+                                                  "name the first layer that goes wrong (NaN troubleshooting)")->fallthrough();
+  diagnose->add_option("--image", cl.frame_path, "the frame to use: an image file (default: the input's first frame)");
   app.require_subcommand(0, 1);
 
   try {
@@ -62,6 +65,7 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   if (doctor->parsed()) cl.command = "doctor";
   if (show->parsed()) cl.command = "config";
   if (evaluate->parsed()) cl.command = "evaluate";
+  if (diagnose->parsed()) cl.command = "diagnose";
   const bool runs = cl.command == "run";
   if (runs && argc == 1 + (run->parsed() ? 1 : 0)) {
     std::cerr << "video-classifier: nothing to classify: give --input (a video file, /dev/video0, rtsp://…, test) "

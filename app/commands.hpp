@@ -12,6 +12,10 @@ int classify(const config::Config& config);
 // Prints the effective configuration (or, with --keys, every key with its default and meaning).
 int print_config(const CommandLine& cl, std::ostream& out);
 
+// Runs the model layer by layer on the GPU beside the CPU reference on one frame and names the first bad layer.
+// Returns 0 (every layer fine), 65 (a data fault: weights or input), 70 (an algorithm fault).
+int diagnose(const CommandLine& cl, std::ostream& out);
+
 // Scores a results file against ground truth: frame accuracy, per-class accuracy, confusion matrix.
 int evaluate(const CommandLine& cl, std::ostream& out);
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     if (cl.command == "doctor") return vc::app::run_doctor(std::cout);
     if (cl.command == "config") return vc::app::print_config(cl, std::cout);
     if (cl.command == "evaluate") return vc::app::evaluate(cl, std::cout);
+    if (cl.command == "diagnose") return vc::app::diagnose(cl, std::cout);
     return vc::app::classify(cl.config);
   } catch (const vc::Error& e) {
     vc::log::get("app")->error("{}", e.what());

@@ -10,10 +10,12 @@
 
 #include "config/errors.hpp"
 #include "inference/cuda/gpu_info.hpp"
+#include "pipeline/gst_probe.hpp"
 
 namespace vc::pipeline {
 
 GstContext* make_shared_cuda_context(int device) {
+  ensure_gstreamer();  // a GstContext needs GStreamer initialized (this can be the run's first GStreamer call)
   // The library reaches the driver through a table it fills on loading (the nvcodec plugin does this only in the
   // process that loads it, which need not be ours yet).
   if (!gst_cuda_load_library()) throw UnavailableError("GStreamer's CUDA library cannot load the NVIDIA driver (libcuda)");

@@ -12,7 +12,7 @@ bundle=${VC_BUNDLE_SCRIPT:-../shared/device/bundle.sh}
 # nvcodec (NVDEC/NVENC, and the CUDA memory the pipeline reads directly) pulls in the GL stack; libav is left out
 # (200 MB of codecs): on the device the CPU decoder is openh264.
 export GST_PLUGINS=${GST_PLUGINS:-"coreelements app videoconvertscale videotestsrc videorate playback typefindfunctions
-  isomp4 matroska videoparsersbad x264 openh264 nvcodec"}
+  isomp4 matroska videoparsersbad x264 openh264 nvcodec rtsp rtp rtpmanager udp"}
 bins=(build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
       build-device/tools/bench_pipeline)
 $bundle .device "${bins[@]}"

@@ -152,6 +152,40 @@ json bench_stem(int size, const std::vector<int>& batches, int loops) {
   return rows;
 }
 
+// Where the time goes: every step of ResNet-50's forward pass timed alone (CudnnEngine::time_steps), at batch 1
+// and 256, with the API and algorithm each convolution runs on.
+json bench_layers(const std::string& model, int size, const std::vector<int>& batches, int loops) {
+  const auto net = random_resnet(named_resnet(model, 1000), 1);
+  const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-layer-algos.json").string();
+  json out = json::array();
+  for (int batch : batches) {
+    CudnnEngineOptions o;
+    o.batch = batch;
+    o.cache_path = cache;
+    o.cuda_graph = false;
+    CudnnEngine engine(net, size, size, o);
+    const auto steps = engine.time_steps(loops);
+    double total = 0;
+    for (const auto& st : steps) total += st.ms;
+    fmt::print("{} at batch {}, {}x{}: {} steps, {:.3f} ms in all (each timed alone, no CUDA graph)\n", model, batch, size, size,
+               steps.size(), total);
+    fmt::print("  {:<28} {:>9} {:>6}  {}\n", "step", "ms", "share", "runs on");
+    json rows = json::array();
+    for (const auto& st : steps) {
+      std::string how;
+      for (const auto& c : engine.report().convs) {
+        if (st.layer >= 0 && c.layer == net.layers[size_t(st.layer)].name) how = fmt::format("{} {} {}", c.api, c.algorithm, c.math);
+      }
+      fmt::print("  {:<28} {:>9.4f} {:>5.1f}%  {}\n", st.name, st.ms, 100 * st.ms / total, how);
+      rows.push_back({{"step", st.name}, {"ms", st.ms}, {"runs_on", how}});
+    }
+    fmt::print("\n");
+    out.push_back({{"model", model}, {"batch", batch}, {"total_ms", total}, {"steps", rows}});
+  }
+  std::filesystem::remove(cache);
+  return out;
+}
+
 // The head alone (global average pool of 7x7 FP16 features + FP32 classifier to 1000 classes) as two kernels and
 // as the fused one, for ResNet-18/34 (512 features) and ResNet-50+ (2048): the engine times the same choice.
 json bench_head(const std::vector<int>& batches, int loops) {
@@ -220,8 +254,8 @@ int main(int argc, char** argv) {
   const auto sections = parse_names(only);
   const auto wanted = [&](const char* name) { return std::find(sections.begin(), sections.end(), name) != sections.end(); };
   for (const auto& name : sections) {
-    if (name != "preprocess" && name != "stem" && name != "head" && name != "engine") {
-      fmt::print(stderr, "bench: unknown section '{}' in --only (preprocess, stem, head, engine)\n", name);
+    if (name != "preprocess" && name != "stem" && name != "head" && name != "engine" && name != "layers") {
+      fmt::print(stderr, "bench: unknown section '{}' in --only (preprocess, stem, head, engine, layers)\n", name);
       return 64;
     }
   }
@@ -274,6 +308,10 @@ int main(int argc, char** argv) {
     }
     if (wanted("head")) {
       results["head"] = bench_head(parse_ints(batches), loops);
+      std::ofstream(json_path) << results.dump(2) << "\n";
+    }
+    if (wanted("layers")) {
+      results["layers"] = bench_layers("resnet50", size, {1, 256}, loops);
       std::ofstream(json_path) << results.dump(2) << "\n";
     }
     if (!wanted("engine")) {

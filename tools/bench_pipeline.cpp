@@ -30,6 +30,7 @@
 #include "inference/model/model_card.hpp"
 #include "inference/model/resnet.hpp"
 #include "pipeline/decoders.hpp"
+#include "pipeline/gst_cuda.hpp"
 #include "pipeline/gst_probe.hpp"
 #include "pipeline/gst_util.hpp"
 #include "pipeline/runner.hpp"
@@ -103,7 +104,9 @@ class GpuMemorySampler {
 
 // N decoders in one process, each `filesrc ! parsebin ! DECODER [! caps] ! fakesink`: frames per second in all.
 // The descriptions hold only our own file name and element names (no user text).
-double decode_only_fps(const std::string& file, int n, const std::string& decoder, bool cuda_memory, int64_t frames_per_file) {
+// `shared`: every pipeline uses one CUDA context (the app's way); without it each NVDEC element makes its own.
+double decode_only_fps(const std::string& file, int n, const std::string& decoder, bool cuda_memory, int64_t frames_per_file,
+                       GstContext* shared = nullptr) {
   std::vector<GstElement*> pipelines;
   for (int i = 0; i < n; ++i) {
     const auto description = fmt::format("filesrc location=\"{}\" ! parsebin ! {} ! {}fakesink sync=false", file, decoder,
@@ -116,6 +119,7 @@ double decode_only_fps(const std::string& file, int n, const std::string& decode
       for (auto* q : pipelines) gst_object_unref(q);
       return -1;
     }
+    if (shared) gst_element_set_context(p, shared);
     pipelines.push_back(p);
   }
   const auto start = Clock::now();
@@ -241,7 +245,7 @@ json run_separate(const Options& o, int n) {
 int main(int argc, char** argv) {
   CLI::App cli{"bench_pipeline: many streams through the whole application, beside the decode-only ceiling"};
   Options o;
-  std::string streams = "1,4,16,64", live = "8,16,24,32,48", json_path, arch = "resnet50", dir = "/tmp/vc-bench-pipeline";
+  std::string streams = "1,4,16,64", live = "16,32,48,64,80", json_path, arch = "resnet50", dir = "/tmp/vc-bench-pipeline";
   int separate_max = 16, width = 1920, height = 1080;
   double live_seconds = 10;
   cli.add_option("--app", o.app, "video-classifier binary (for the separate-process runs)")->required();
@@ -292,29 +296,33 @@ int main(int argc, char** argv) {
 
     // Warm the algorithm cache once, so no run below pays for autotuning.
     (void)run_in_process(o, 1, false, 0);
+    GstContext* shared_context = nullptr;
+    if (nvdec) shared_context = vc::pipeline::make_shared_cuda_context(0);
 
     json out = {{"media", o.media}, {"arch", arch}, {"batch", o.batch}, {"frames_per_stream", o.frames}, {"nvdec", nvdec}};
-    fmt::print("\n{:>7} {:>10} {:>10} {:>8} {:>8} {:>7} {:>6} {:>8} | {:>10} {:>10} {:>10} {:>10} | {:>10}\n", "streams", "fps",
-               "per-strm", "p50 ms", "p99 ms", "drops", "CPU", "GPU MiB", "dec ceil", "sl ceil", "sys-mem", "CPU dec",
+    fmt::print("\n{:>7} {:>10} {:>10} {:>8} {:>8} {:>7} {:>6} {:>8} | {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10}\n", "streams", "fps",
+               "per-strm", "p50 ms", "p99 ms", "drops", "CPU", "GPU MiB", "dec ceil", "1 context", "sl ceil", "sys-mem", "CPU dec",
                "separate");
     for (int n : parse_ints(streams)) {
       json row = run_in_process(o, n, false, 0);
       const double nv = nvdec ? decode_only_fps(o.media, n, "nvh264dec", true, o.frames) : -1;
-      const double sl = nvdec ? decode_only_fps(o.media, n, "nvh264sldec", true, o.frames) : -1;
-      const double sys = nvdec ? decode_only_fps(o.media, n, "nvh264dec", false, o.frames) : -1;
+      const double nv_shared = nvdec ? decode_only_fps(o.media, n, "nvh264dec", true, o.frames, shared_context) : -1;
+      const double sl = nvdec && n <= 16 ? decode_only_fps(o.media, n, "nvh264sldec", true, o.frames) : -1;
+      const double sys = nvdec && n <= 16 ? decode_only_fps(o.media, n, "nvh264dec", false, o.frames) : -1;
       const double cpu_dec = n <= 16 ? decode_only_fps(o.media, n, vc::pipeline::has_element("avdec_h264") ? "avdec_h264" : "openh264dec",
                                                        false, o.frames)
                                      : -1;
-      row["decode_only"] = {{"nvh264dec_cuda", nv}, {"nvh264sldec_cuda", sl}, {"nvh264dec_system", sys}, {"cpu", cpu_dec}};
+      row["decode_only"] = {{"nvh264dec_cuda", nv},        {"nvh264dec_cuda_one_context", nv_shared},
+                            {"nvh264sldec_cuda", sl},      {"nvh264dec_system", sys}, {"cpu", cpu_dec}};
       json separate;
       if (n <= separate_max) separate = run_separate(o, n);
       row["separate_processes"] = separate;
-      const double ceiling = std::max({nv, sl, sys, cpu_dec});
+      const double ceiling = std::max({nv, nv_shared, sl, sys, cpu_dec});
       row["share_of_ceiling"] = ceiling > 0 ? row["fps"].get<double>() / ceiling : 0;
-      fmt::print("{:>7} {:>10.1f} {:>10.1f} {:>8.1f} {:>8.1f} {:>7} {:>6.1f} {:>8.0f} | {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} | {:>10}\n",
+      fmt::print("{:>7} {:>10.1f} {:>10.1f} {:>8.1f} {:>8.1f} {:>7} {:>6.1f} {:>8.0f} | {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} | {:>10}\n",
                  n, row["fps"].get<double>(), row["per_stream_fps"].get<double>(), row["p50_ms"].get<double>(),
                  row["p99_ms"].get<double>(), row["dropped"].get<int64_t>(), row["cpu_cores"].get<double>(),
-                 row["gpu_mib"].get<double>(), nv, sl, sys, cpu_dec,
+                 row["gpu_mib"].get<double>(), nv, nv_shared, sl, sys, cpu_dec,
                  separate.is_null() ? std::string("-") : fmt::format("{:.1f}", separate["fps"].get<double>()));
       out["runs"].push_back(row);
     }
@@ -332,6 +340,7 @@ int main(int argc, char** argv) {
       out["live"].push_back(row);
     }
     out["live_streams_held"] = best_live;
+    if (shared_context) gst_context_unref(shared_context);
     if (!live.empty()) fmt::print("largest live count held in real time: {}\n", best_live);
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
