@@ -1,6 +1,7 @@
 #include "app/cli.hpp"
 
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,6 +12,28 @@
 #include "inference/cuda/gpu_info.hpp"
 
 namespace vc::app {
+
+namespace {
+
+// --shard INDEX/COUNT: keep the streams i with i % COUNT == INDEX.
+void apply_shard(config::Config& c, const std::string& spec) {
+  int index = -1, count = 0;
+  char slash = 0;
+  std::istringstream in(spec);
+  if (!(in >> index >> slash >> count) || slash != '/' || !in.eof() || count < 1 || index < 0 || index >= count) {
+    throw UsageError(fmt::format("--shard: '{}' is not INDEX/COUNT with 0 <= INDEX < COUNT", spec));
+  }
+  std::vector<config::Input> mine;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (int(i % size_t(count)) == index) mine.push_back(c.inputs[i]);
+  }
+  if (mine.empty()) {
+    throw UsageError(fmt::format("--shard {}: no stream of the {} falls to this shard", spec, c.inputs.size()));
+  }
+  c.inputs = std::move(mine);
+}
+
+}  // namespace
 
 std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   CLI::App app{"video-classifier: classify live video in real time with a ResNet on cuDNN"};
@@ -35,6 +58,8 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   app.add_option("-m,--model", model, "model weights (.safetensors)");
   app.add_option("-s,--set", assignments, "override a config key: --set model.top_k=3 (repeatable)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off");
+  std::string shard;
+  app.add_option("--shard", shard, "INDEX/COUNT: run only the streams i with i % COUNT == INDEX (one replica's share)");
 
   auto* run = app.add_subcommand("run", "classify the configured input (the default command)")->fallthrough();
   auto* doctor = app.add_subcommand("doctor", "check the driver, CUDA, cuDNN, GPUs, GStreamer, decoders, display and sinks")->fallthrough();
@@ -95,7 +120,8 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   }
   for (const auto& a : assignments) config::apply_override(cl.config, a);
   if (!log_level.empty()) config::apply_override(cl.config, "logging.level=" + log_level);
-  config::validate(cl.config);
+  config::validate(cl.config);  // names every stream by its place in the whole list, before sharding
+  if (!shard.empty()) apply_shard(cl.config, shard);
   log::set_level(cl.config.logging.level);
   if (!cl.config.logging.file.empty()) log::add_file_sink(cl.config.logging.file);
   return cl;

@@ -11,6 +11,8 @@
 #include "inference/cuda/gpu_info.hpp"
 #include "pipeline/decoders.hpp"
 #include "pipeline/gst_probe.hpp"
+#include "pipeline/metrics_server.hpp"
+#include "pipeline/mqtt_sink.hpp"
 #include "pipeline/video_output.hpp"
 
 namespace vc::app {
@@ -22,7 +24,7 @@ void line(std::ostream& out, const char* status, const std::string& what, const 
 
 }  // namespace
 
-int run_doctor(std::ostream& out) {
+int run_doctor(const config::Config& config, std::ostream& out) {
   bool broken = false;
   fmt::print(out, "video-classifier {} (git {}) doctor\n\nGPU and CUDA\n", kVersion, kGitRevision);
   const auto gpu = inference::probe_gpus();
@@ -86,12 +88,36 @@ int run_doctor(std::ostream& out) {
     line(out, "absent", "display", std::string(e.what()) + " (--output display will not work; files and RTSP do)");
   }
 
+  bool service_down = false;  // a configured broker or port: not the install's fault, but the run would suffer
+  if (config.mqtt.enabled || config.metrics.enabled) {
+    fmt::print(out, "\nService (from the configuration)\n");
+    if (config.mqtt.enabled) {
+      std::string why;
+      const bool up = pipeline::MqttSink::probe(config.mqtt, std::chrono::seconds(3), why);
+      line(out, up ? "ok" : "FAIL", "MQTT broker",
+           fmt::format("{}:{} {}", config.mqtt.host, config.mqtt.port, up ? "accepts a connection" : "does not answer: " + why));
+      service_down |= !up;
+    }
+    if (config.metrics.enabled) {
+      std::string why;
+      const bool free = pipeline::MetricsServer::port_free(config.metrics.address, config.metrics.port, why);
+      line(out, free ? "ok" : "FAIL", "metrics port",
+           fmt::format("{}:{} {}", config.metrics.address, config.metrics.port, free ? "is free" : "cannot be used: " + why));
+      service_down |= !free;
+    }
+  }
+
   fmt::print(out, "\nOpenCV\n");
   line(out, "ok", "core + imgproc", CV_VERSION);
 
   if (broken) {
     fmt::print(out, "\nResult: BROKEN INSTALL — fix the FAIL lines above (exit {}).\n", int(ExitCode::kOsFile));
     return static_cast<int>(ExitCode::kOsFile);
+  }
+  if (service_down) {
+    fmt::print(out, "\nResult: install OK, but a configured service is not reachable — see the Service lines (exit {}).\n",
+               int(ExitCode::kUnavailable));
+    return static_cast<int>(ExitCode::kUnavailable);
   }
   if (gpu.devices.empty()) {
     fmt::print(out, "\nResult: install OK, NO GPU — runs on the CPU reference engine (exit {}).\n",

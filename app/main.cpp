@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
     auto parsed = vc::app::parse_command_line(argc, argv);
     if (auto* code = std::get_if<int>(&parsed)) return *code;
     const auto& cl = std::get<vc::app::CommandLine>(parsed);
-    if (cl.command == "doctor") return vc::app::run_doctor(std::cout);
+    if (cl.command == "doctor") return vc::app::run_doctor(cl.config, std::cout);
     if (cl.command == "config") return vc::app::print_config(cl, std::cout);
     if (cl.command == "evaluate") return vc::app::evaluate(cl, std::cout);
     if (cl.command == "diagnose") return vc::app::diagnose(cl, std::cout);

@@ -62,9 +62,9 @@ std::optional<SourceFailure> PostStage::failure() const {
   return failure_;
 }
 
-std::vector<std::pair<std::string, int64_t>> PostStage::sink_drops() const {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& s : sinks_) out.emplace_back(s->name(), s->dropped());
+std::vector<SinkStatus> PostStage::sink_status() const {
+  std::vector<SinkStatus> out;
+  for (const auto& s : sinks_) out.push_back({s->name(), s->dropped(), s->healthy()});
   return out;
 }
 

@@ -48,7 +48,7 @@ class PostStage {
   [[nodiscard]] std::optional<SourceFailure> failure() const;
   [[nodiscard]] bool wants_stop() const { return wants_stop_.load(); }
   // What each sink dropped (best-effort sinks), for the summary: (name, count).
-  [[nodiscard]] std::vector<std::pair<std::string, int64_t>> sink_drops() const;
+  [[nodiscard]] std::vector<SinkStatus> sink_status() const;
 
  private:
   using Item = std::variant<ClassifiedBatch, StreamEvent>;

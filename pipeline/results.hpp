@@ -74,6 +74,14 @@ class ResultSink {
   virtual void close() = 0;
   [[nodiscard]] virtual std::string name() const = 0;
   [[nodiscard]] virtual int64_t dropped() const { return 0; }
+  // Whether it can deliver now (a broker connection is up); thread-safe.
+  [[nodiscard]] virtual bool healthy() const { return true; }
+};
+
+struct SinkStatus {
+  std::string name;
+  int64_t dropped = 0;
+  bool healthy = true;
 };
 
 // JSON lines, one per frame and one per event: to a file, per-stream files ({stream} in the path) or stdout ("-").

@@ -13,6 +13,8 @@
 #include "inference/classifier.hpp"
 #include "pipeline/frame_hub.hpp"
 #include "pipeline/gst_cuda.hpp"
+#include "pipeline/metrics_server.hpp"
+#include "pipeline/mqtt_sink.hpp"
 #include "pipeline/output_stage.hpp"
 #include "pipeline/post_stage.hpp"
 #include "pipeline/results.hpp"
@@ -215,8 +217,16 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
   OutputStage outputs(cfg, stats, classifier->engine_name(), model_name);
   std::vector<std::unique_ptr<ResultSink>> sinks;
   if (!cfg.output.results.empty()) sinks.push_back(std::make_unique<JsonLinesSink>(cfg.output.results, names, cfg.output.results_timing));
+  if (cfg.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg.mqtt, names));
   PostStage post(cfg, classifier->labels(), classifier->num_classes(), stats, std::move(sinks), outputs);
   events_to = &post;
+  EngineStats engine_stats;
+  std::unique_ptr<MetricsServer> metrics;
+  if (cfg.metrics.enabled) {
+    MetricsSources sources{{stats.begin(), stats.end()}, &engine_stats, [&post] { return post.sink_status(); },
+                           classifier->engine_name(), classifier->cuda_device()};
+    metrics = std::make_unique<MetricsServer>(cfg.metrics, std::move(sources));
+  }
 
   RunSummary summary;
   summary.engine = classifier->engine_name();
@@ -243,6 +253,7 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
   struct InFlight {
     std::vector<Frame> frames;
     std::vector<int> finished;
+    Clock::time_point submitted;
   };
   std::deque<InFlight> in_flight;
   std::vector<float> logits;
@@ -251,11 +262,14 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
     InFlight b = std::move(in_flight.front());
     in_flight.pop_front();
     classifier->collect(logits);
-    post.submit(ClassifiedBatch{std::move(b.frames), logits, Clock::now(), std::move(b.finished)});
+    const auto collected = Clock::now();
+    engine_stats.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
+    post.submit(ClassifiedBatch{std::move(b.frames), logits, collected, std::move(b.finished)});
   };
 
   try {
     for (auto& s : streams) s->start();
+    engine_stats.ready = true;
     const auto fill = std::chrono::microseconds(int64_t(cfg.inference.batch_timeout_ms * 1000));
     const size_t max_batch = size_t(classifier->max_batch());
     for (;;) {
@@ -282,7 +296,7 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
       views.clear();
       for (const auto& f : frames) views.push_back(f.view);
       classifier->submit(views);
-      in_flight.push_back({std::move(frames), std::move(finished)});
+      in_flight.push_back({std::move(frames), std::move(finished), Clock::now()});
       if (int(in_flight.size()) >= classifier->max_in_flight()) deliver();
     }
     while (!in_flight.empty()) deliver();
@@ -328,8 +342,12 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
       if (summary.code == ExitCode::kOk) summary.code = f->code;
     }
   }
-  for (const auto& [sink, dropped] : post.sink_drops()) {
-    if (dropped > 0) log->warn("{}: {} message(s) dropped", sink, dropped);
+  for (const auto& sink : post.sink_status()) {
+    summary.sink_drops.emplace_back(sink.name, sink.dropped);
+    if (sink.dropped == 0) continue;
+    // Best-effort sinks never hold the video back, but what they dropped is lost all the same: say so in the code.
+    summary.problems.push_back(fmt::format("{}: {} message(s) dropped", sink.name, sink.dropped));
+    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
   }
   return summary;
 }

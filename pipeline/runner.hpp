@@ -31,6 +31,7 @@ struct RunSummary {
   std::string engine;
   ExitCode code = ExitCode::kOk;              // kOk, or what went wrong first (a lost result, a failed stream)
   std::vector<std::string> problems;          // every failure, one line each
+  std::vector<std::pair<std::string, int64_t>> sink_drops;  // best-effort sinks (MQTT): messages dropped
 };
 
 // Runs until every stream has ended, `stop` becomes non-zero (Ctrl-C), or something that loses data happens.

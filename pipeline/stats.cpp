@@ -133,6 +133,15 @@ double StreamStats::average_fps() const {
   return double(n) / (double(last - first) * 1e-9);
 }
 
+void EngineStats::add_batch(size_t size, double ms) {
+  batch_ms.add(ms);
+  int bucket = 0;
+  while (bucket + 1 < kSizeBuckets && (size_t(1) << bucket) < size) ++bucket;
+  ++batch_sizes[size_t(bucket)];
+  ++batches;
+  frames += int64_t(size);
+}
+
 int64_t steady_ns(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }

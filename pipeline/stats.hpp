@@ -87,6 +87,16 @@ struct StreamStats {
   [[nodiscard]] double average_fps() const;
 };
 
+// The engine's side: batches, their sizes and how long each took (submit to logits back), and readiness.
+struct EngineStats {
+  static constexpr int kSizeBuckets = 11;  // batch sizes <= 1, 2, 4, … 1024
+  LatencyHistogram batch_ms;
+  std::array<std::atomic<int64_t>, kSizeBuckets> batch_sizes{};
+  std::atomic<int64_t> batches{0}, frames{0};
+  std::atomic<bool> ready{false};          // the engine is built and every stream started
+  void add_batch(size_t size, double ms);
+};
+
 int64_t steady_ns(Clock::time_point t);
 Clock::time_point from_steady_ns(int64_t ns);
 

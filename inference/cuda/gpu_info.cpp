@@ -46,6 +46,16 @@ void* primary_cuda_context(int device) {
   return context;
 }
 
+bool gpu_memory(int device, size_t& used, size_t& total) {
+  size_t free_b = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  used = total - free_b;
+  return true;
+}
+
 std::string build_versions() {
   return fmt::format("CUDA {} (runtime linked statically), cuDNN {}", cuda_version_string(CUDART_VERSION),
                      cudnn_version_string(CUDNN_VERSION));

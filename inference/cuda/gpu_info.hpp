@@ -38,6 +38,9 @@ void* primary_cuda_context(int device);
 // The CUDA runtime and cuDNN this binary was built with: "CUDA 13.0 (static), cuDNN 9.19.0".
 std::string build_versions();
 
+// Used and total memory of a GPU (for /metrics); false when it cannot be read.
+bool gpu_memory(int device, size_t& used_bytes, size_t& total_bytes);
+
 // "9.19.0" from 91900; "13.0" from 13000 (CUDA style).
 std::string cudnn_version_string(size_t v);
 std::string cuda_version_string(int v);
