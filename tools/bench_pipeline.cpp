@@ -343,7 +343,10 @@ int main(int argc, char** argv) {
     if (shared_context) gst_context_unref(shared_context);
     if (!live.empty()) fmt::print("largest live count held in real time: {}\n", best_live);
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
-    return 0;
+    // Seen on the H200 (2026-12-02): a crash in static destruction at exit, after this point, once the decode-only
+    // pipelines had shared the engine's CUDA context. The results are written; leave without the teardown race.
+    std::fflush(stdout);
+    std::_Exit(0);
   } catch (const vc::Error& e) {
     fmt::print(stderr, "bench_pipeline: {}\n", e.what());
     return int(e.code());

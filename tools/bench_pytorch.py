@@ -8,8 +8,13 @@ import argparse
 import json
 import statistics
 
-import torch
-import torchvision
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from requires import require  # noqa: E402
+
+torch, torchvision = require("torch", "torchvision")
 
 
 def time_ms(fn, loops, target_ms=50.0):

@@ -9,11 +9,16 @@ its state_dict (torchvision/timm names) plus a ready config. ImageNet-1k labels 
 Writes models/NAME.safetensors and models/NAME.yaml (use: video-classifier --config models/NAME.yaml --input /dev/video0).
 """
 import argparse
+import json
 import os
 
-import torch
-from safetensors.torch import save_file
+from requires import require  # noqa: E402
 
+torch, safetensors_torch = require("torch", "safetensors.torch")
+save_file = safetensors_torch.save_file
+
+KNOWN_ARCHITECTURES = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
+                       "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2"}
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
@@ -57,14 +62,24 @@ def export(name, out_dir, use_timm=False, random_weights=False, fp16=False):
     os.makedirs(out_dir, exist_ok=True)
     stem = name.replace("/", "_")
     weights = os.path.join(out_dir, f"{stem}.safetensors")
+    # The model card: how the model wants its input, and its labels. video-classifier uses these unless the
+    # configuration sets them, so `video-classifier --model THIS.safetensors --input …` alone does the right thing.
+    classes = state["fc.weight"].shape[0]
+    labels_file = os.path.join(REPO, "assets", "labels", "imagenet-1k.txt")
+    card = {"input_size": "224", "resize": "crop", "crop_ratio": "0.875", "mean": json.dumps([0.485, 0.456, 0.406]),
+            "std": json.dumps([0.229, 0.224, 0.225]), "architecture": name.split(".")[0] if not use_timm else "auto"}
+    if classes == 1000 and os.path.exists(labels_file):
+        with open(labels_file, encoding="utf-8") as f:
+            card["labels"] = json.dumps([line.rstrip("\n") for line in f if line.strip()], ensure_ascii=False)
+    if card["architecture"] not in KNOWN_ARCHITECTURES:
+        card.pop("architecture")  # the app infers it from the tensor shapes
     save_file(state, weights, metadata={"source": "timm" if use_timm else "torchvision", "name": name,
-                                        "weights": "random" if random_weights else "pretrained"})
+                                        "weights": "random" if random_weights else "pretrained", **card})
     config = os.path.join(out_dir, f"{stem}.yaml")
-    labels = os.path.relpath(os.path.join(REPO, "assets", "labels", "imagenet-1k.txt"))
     with open(config, "w") as f:
+        # Paths in a config file are relative to its own directory; the model file carries its preprocessing and labels.
         f.write(f"# {name} ({'timm' if use_timm else 'torchvision'}), exported by tools/export_model.py\n"
-                f"model:\n  weights: {os.path.relpath(weights)}\n  labels: {labels}\n  input_size: 224\n"
-                f"  resize: crop\n  mean: [0.485, 0.456, 0.406]\n  std: [0.229, 0.224, 0.225]\n"
+                f"model:\n  weights: {os.path.basename(weights)}\n"
                 f"input:\n  kind: webcam\n  device: /dev/video0\noutput:\n  kind: display\n")
     return model, weights, config
 

@@ -14,10 +14,15 @@ Usage: python3 tools/make_fixtures.py [--out tests/fixtures] [--seed 1234]   (CP
 import argparse
 import os
 
-import torch
-import torch.nn as nn
-from safetensors.torch import save_file
-from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from requires import require  # noqa: E402
+
+torch, safetensors_torch, tv_resnet = require("torch", "safetensors.torch", "torchvision.models.resnet")
+nn = torch.nn
+save_file = safetensors_torch.save_file
+BasicBlock, Bottleneck, ResNet = tv_resnet.BasicBlock, tv_resnet.Bottleneck, tv_resnet.ResNet
 
 
 class NarrowResNet(ResNet):

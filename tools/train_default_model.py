@@ -119,8 +119,14 @@ def main():
         keep_fp32 = name.startswith("conv1.") or name.startswith("fc.")  # first and last layers stay FP32
         state[name] = tensor.detach().float().cpu().contiguous() if keep_fp32 else tensor.detach().half().cpu().contiguous()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    meta = {"architecture": "resnet18", "dataset": "fashion-mnist", "input_size": str(args.size),
-            "test_accuracy": f"{accuracy:.4f}", "epochs": str(args.epochs), "seed": str(args.seed)}
+    # The model card the app reads: its preprocessing (letterbox at args.size, ImageNet normalization) and labels.
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "labels", "fashion-mnist.txt"),
+              encoding="utf-8") as f:
+        labels = [line.strip() for line in f if line.strip()]
+    meta = {"architecture": "resnet18", "dataset": "fashion-mnist", "input_size": str(args.size), "resize": "letterbox",
+            "mean": json.dumps([0.485, 0.456, 0.406]), "std": json.dumps([0.229, 0.224, 0.225]),
+            "labels": json.dumps(labels), "test_accuracy": f"{accuracy:.4f}", "epochs": str(args.epochs),
+            "seed": str(args.seed)}
     save_file(state, args.out, metadata=meta)
     print(json.dumps({"test_accuracy": accuracy, "out": args.out, "bytes": os.path.getsize(args.out),
                       "seconds": round(time.time() - start, 1)}))

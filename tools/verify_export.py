@@ -12,8 +12,11 @@ import subprocess
 import sys
 import tempfile
 
-import torch
-from safetensors.torch import load_file, save_file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from requires import require  # noqa: E402
+
+torch, safetensors_torch = require("torch", "safetensors.torch")
+load_file, save_file = safetensors_torch.load_file, safetensors_torch.save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_model  # noqa: E402
