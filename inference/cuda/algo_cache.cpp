@@ -1,5 +1,7 @@
 #include "inference/cuda/algo_cache.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -47,7 +49,8 @@ void AlgoCache::save() const {
     }
     const std::filesystem::path path(path_);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    const auto tmp = path_ + ".tmp";
+    // A name of its own: several processes may save the same cache at once (one engine each); the rename is atomic.
+    const auto tmp = path_ + ".tmp." + std::to_string(getpid());
     {
       std::ofstream out(tmp);
       out << nlohmann::json{{"version", 1}, {"algorithms", algos}}.dump(1) << "\n";
