@@ -27,18 +27,7 @@ TEST_SUITE_BEGIN("gpu.engine");
 namespace {
 
 // A random NHWC input, rounded to FP16 (the engine's input type), as FP16 bits and as float.
-struct Input {
-  std::vector<uint16_t> fp16;
-  std::vector<float> value;
-};
-Input random_input(size_t count) {
-  Input in;
-  for (float v : vc::test::random_floats(count, -2.f, 2.f)) {
-    in.fp16.push_back(float_to_half(v));
-    in.value.push_back(half_to_float(in.fp16.back()));
-  }
-  return in;
-}
+using vc::test::random_fp16_input;
 
 CudnnEngineOptions test_options(int batch) {
   CudnnEngineOptions o;
@@ -57,7 +46,7 @@ double check_every_layer(const Network& net, int batch, int size, bool fused_ste
   CudnnEngine engine(net, size, size, o);
   const bool fused = engine.report().stem == kStemFused;
   const auto shapes = net.value_shapes(size, size);
-  const auto input = random_input(size_t(batch) * shapes[0].elements());
+  const auto input = random_fp16_input(size_t(batch) * shapes[0].elements());
   (void)engine.run(input.fp16.data());
   double worst_body = 0;
   for (const auto& l : net.layers) {
@@ -150,7 +139,7 @@ TEST_CASE("full-size ResNet-18 and ResNet-50 with random weights match the CPU e
     CAPTURE(arch);
     const auto net = random_resnet(named_resnet(arch, 1000), 42);
     const int batch = 2, size = 224;
-    const auto input = random_input(size_t(batch) * size * size * 3);
+    const auto input = random_fp16_input(size_t(batch) * size * size * 3);
     CudnnEngineOptions o;
     o.batch = batch;
     CudnnEngine engine(net, size, size, o);
@@ -169,7 +158,7 @@ TEST_CASE("full-size ResNet-18 and ResNet-50 with random weights match the CPU e
 TEST_CASE("the fused stem and the cuDNN FP32 stem give the same logits (ResNet-18, 224x224, batch 4)") {
   const auto net = random_resnet(named_resnet("resnet18", 1000), 11);
   const int batch = 4, size = 224;
-  const auto input = random_input(size_t(batch) * size * size * 3);
+  const auto input = random_fp16_input(size_t(batch) * size * size * 3);
   CudnnEngineOptions o;
   o.batch = batch;
   // The same body algorithms in both engines (one cache, deterministic ones): they differ only in the stem.
@@ -216,7 +205,7 @@ TEST_CASE("the fused pool + classifier kernel matches the CPU and the two separa
     CAPTURE(k.hw);
     CAPTURE(k.c);
     CAPTURE(k.classes);
-    const auto features = random_input(size_t(k.n) * k.hw * k.c);
+    const auto features = random_fp16_input(size_t(k.n) * k.hw * k.c);
     Layer fc;
     fc.kind = LayerKind::FullyConnected;
     fc.in_channels = k.c;
@@ -248,7 +237,7 @@ TEST_CASE("the fused pool + classifier kernel matches the CPU and the two separa
 
 TEST_CASE("the engine's fused head gives the separate head's logits; Auto times both") {
   const auto net = random_resnet(named_resnet("resnet18", 10), 4);
-  const auto input = random_input(size_t(2) * 96 * 96 * 3);
+  const auto input = random_fp16_input(size_t(2) * 96 * 96 * 3);
   CudnnEngineOptions o;
   o.batch = 2;
   o.deterministic = true;
@@ -280,7 +269,7 @@ TEST_CASE("the engine's fused head gives the separate head's logits; Auto times 
 
 TEST_CASE("the CUDA graph replays exactly what eager execution computes; deterministic mode repeats bit for bit") {
   const auto net = random_resnet(named_resnet("resnet18", 10), 3);
-  const auto input = random_input(size_t(2) * 128 * 128 * 3);
+  const auto input = random_fp16_input(size_t(2) * 128 * 128 * 3);
   CudnnEngineOptions o;
   o.batch = 2;
   o.deterministic = true;

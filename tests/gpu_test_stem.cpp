@@ -65,18 +65,7 @@ std::vector<float> cpu_stem(const Stem& s, const std::vector<float>& input, int 
   return pooled;
 }
 
-struct Input {
-  std::vector<uint16_t> fp16;
-  std::vector<float> value;
-};
-Input random_input(size_t count) {
-  Input in;
-  for (float v : vc::test::random_floats(count, -2.f, 2.f)) {
-    in.fp16.push_back(float_to_half(v));
-    in.value.push_back(half_to_float(in.fp16.back()));
-  }
-  return in;
-}
+using vc::test::random_fp16_input;
 
 // Runs the fused kernel with output type T; the output buffer is poisoned with NaN first.
 template <typename T>
@@ -105,7 +94,7 @@ struct Comparison {
 // Both output types of the kernel against the CPU reference on one fresh random problem.
 Comparison compare_stem(int in_channels, int out_channels, int batch, int h, int w) {
   const Stem s = random_stem(in_channels, out_channels);
-  const auto input = random_input(size_t(batch) * h * w * in_channels);
+  const auto input = random_fp16_input(size_t(batch) * h * w * in_channels);
   const auto want = cpu_stem(s, input.value, batch, h, w);
   const FusedStemWeights weights(s.conv.weight, s.conv.bias, in_channels, out_channels);
   const auto got = gpu_stem<float>(weights, input.fp16, batch, h, w);
@@ -182,7 +171,7 @@ TEST_CASE(
   if (!fused_stem_runs_here()) return;
   const int batch = 2, h = 96, w = 96, oc = 64;
   Stem s = random_stem(3, oc);
-  auto input = random_input(size_t(batch) * h * w * 3);
+  auto input = random_fp16_input(size_t(batch) * h * w * 3);
   // +inf at input pixel (40, 46) channel 0 of image 1. Odd channel counts pad each kernel row's K run with a
   // slot that reads channel 0 of the column after the window (2cx + 4, an even column) times a zero weight:
   // the kernel masks it, or inf * 0 = NaN would leak into the pooled pixels just left of the receptive field.
@@ -209,7 +198,7 @@ TEST_CASE(
   CHECK(poisoned > 0);
 
   s.conv.weight[size_t(5) * 49 * 3 + 17] = std::numeric_limits<float>::quiet_NaN();  // channel 5
-  const auto clean = random_input(size_t(batch) * h * w * 3);
+  const auto clean = random_fp16_input(size_t(batch) * h * w * 3);
   const FusedStemWeights nan_weights(s.conv.weight, s.conv.bias, 3, oc);
   const auto out = gpu_stem<float>(nan_weights, clean.fp16, batch, h, w);
   size_t nan5 = 0, bad_other = 0;

@@ -46,6 +46,12 @@ inline std::string app_direct(const std::string& args) {
   return guarded.substr(guarded.find('\''));
 }
 
+// A loopback port for a test server: distinct per test process and per call (base: a range per suite).
+inline std::string free_port(int base) {
+  static int next = 0;
+  return std::to_string(base + (getpid() * 7 + next++ * 131) % 20000);
+}
+
 // Frames GStreamer decodes from a video file (through the app's own source).
 inline int64_t count_frames(const std::string& file, int* width = nullptr, int* height = nullptr) {
   pipeline::FrameHub hub({{64, false}});

@@ -18,10 +18,7 @@ TEST_SUITE_BEGIN("faults");
 namespace {
 
 // A port for a test server: distinct per test process and call.
-std::string free_port() {
-  static int next = 0;
-  return std::to_string(21000 + (getpid() * 7 + next++ * 131) % 20000);
-}
+std::string free_port() { return vc::test::free_port(21000); }
 
 bool whole_lines(const std::string& file) {
   const auto text = slurp(file);

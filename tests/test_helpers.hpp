@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "config/version.hpp"
+#include "inference/cpu/cpu_ops.hpp"
+#include "inference/model/half.hpp"
 
 namespace vc::test {
 
@@ -53,15 +55,21 @@ inline std::vector<float> random_floats(size_t n, float lo = -1.f, float hi = 1.
   return v;
 }
 
-// ||a - b|| / ||b||  (b is the reference)
-inline double relative_error(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
+// ||a - b|| / ||b||  (b is the reference): the measure the engine's own diagnose uses.
+using inference::cpu::relative_error;
+
+// A random NHWC input rounded to FP16 (an engine's input type): the FP16 bits and the same values as float.
+struct Fp16Input {
+  std::vector<uint16_t> fp16;
+  std::vector<float> value;
+};
+inline Fp16Input random_fp16_input(size_t count) {
+  Fp16Input in;
+  for (float v : random_floats(count, -2.f, 2.f)) {
+    in.fp16.push_back(inference::float_to_half(v));
+    in.value.push_back(inference::half_to_float(in.fp16.back()));
   }
-  return a.size() != b.size() ? INFINITY : std::sqrt(num / (den > 0 ? den : 1e-30));
+  return in;
 }
 
 inline int argmax(std::span<const float> v) {

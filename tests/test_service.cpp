@@ -16,10 +16,7 @@ TEST_SUITE_BEGIN("service");
 
 namespace {
 
-std::string free_port() {
-  static int next = 0;
-  return std::to_string(41000 + (getpid() * 13 + next++ * 97) % 20000);
-}
+std::string free_port() { return vc::test::free_port(41000); }
 
 // A mosquitto broker on 127.0.0.1 (with persistence, so that a restart keeps a persistent subscriber's session).
 struct Broker {

@@ -1,5 +1,7 @@
 #include "inference/cpu/cpu_ops.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <limits>
 #include <thread>
@@ -132,6 +134,16 @@ void fully_connected(const float* in, int n, const Layer& l, float* out) {
   for (int b = 0; b < n; ++b) {
     for (int o = 0; o < l.out_channels; ++o) Y(b, o) += l.bias[o];
   }
+}
+
+double relative_error(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i])) return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return a.size() != b.size() ? INFINITY : std::sqrt(num / (den > 0 ? den : 1e-30));
 }
 
 }  // namespace vc::inference::cpu

@@ -2,6 +2,7 @@
 // is checked against. Convolution is im2col + an Eigen GEMM per block of output pixels.
 #pragma once
 #include <functional>
+#include <span>
 
 #include "inference/model/network.hpp"
 
@@ -16,5 +17,9 @@ void conv2d(const float* in, int n, const Shape& in_shape, const Layer& conv, co
 void max_pool(const float* in, int n, const Shape& in_shape, const Layer& pool, float* out, int threads);
 void global_avg_pool(const float* in, int n, const Shape& in_shape, float* out);
 void fully_connected(const float* in, int n, const Layer& fc, float* out);
+
+// ||a - b|| / ||b|| with b the reference; infinite when a holds NaN or the sizes differ. How every GPU result is
+// judged against the CPU reference (tests, diagnose).
+double relative_error(std::span<const float> a, std::span<const float> b);
 
 }  // namespace vc::inference::cpu

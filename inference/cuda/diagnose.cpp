@@ -20,16 +20,7 @@ bool non_finite(const std::vector<float>& v) {
   return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
 }
 
-// ||a - b|| / ||b||, infinite when a holds NaN (b is the reference).
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return a.size() != b.size() ? INFINITY : std::sqrt(num / (den > 0 ? den : 1e-30));
-}
+using cpu::relative_error;
 
 CudnnEngineOptions engine_options(const DiagnoseOptions& o) {
   CudnnEngineOptions e;
