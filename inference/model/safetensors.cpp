@@ -142,7 +142,8 @@ void SafetensorsFile::parse() {
       }
       continue;
     }
-    auto bad = [&](const std::string& why) { fail(fmt::format("tensor '{}': {}", name, why)); };
+    // Captures a copy of the name: clang 14 (the fuzz build's) cannot capture a structured binding.
+    auto bad = [&, tensor = name](const std::string& why) { fail(fmt::format("tensor '{}': {}", tensor, why)); };
     if (!entry.is_object()) bad("entry is not an object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("missing or non-string 'dtype'");
     if (!entry.contains("shape") || !entry["shape"].is_array()) bad("missing or non-array 'shape'");
