@@ -209,7 +209,7 @@ std::vector<float> SafetensorsFile::to_float(const TensorInfo& t) const {
   // memcpy per element: the data section has no alignment guarantee.
   switch (t.dtype) {
     case DType::F32:
-      std::memcpy(out.data(), raw.data(), n * 4);
+      if (n > 0) std::memcpy(out.data(), raw.data(), n * 4);  // an empty vector's data() may be null: UB for memcpy
       break;
     case DType::F64:
       for (size_t i = 0; i < n; ++i) {
