@@ -23,6 +23,7 @@ Labels read_results(std::istream& in, const std::string& path, bool smoothed) {
     ++line_no;
     if (line.empty()) continue;
     try {
+      // at() for keys not checked before: const operator[] on a missing key is undefined behaviour in nlohmann.
       const auto j = nlohmann::json::parse(line);
       if (!j.is_object() || !j.contains("frame") || !j.contains("top")) continue;  // event lines
       if (j.contains("stream")) {
@@ -35,9 +36,9 @@ Labels read_results(std::istream& in, const std::string& path, bool smoothed) {
       }
       const auto frame = j["frame"].get<int64_t>();
       if (smoothed) {
-        if (j.contains("smoothed")) labels[frame] = j["smoothed"]["label"].get<std::string>();
+        if (j.contains("smoothed")) labels[frame] = j["smoothed"].at("label").get<std::string>();
       } else if (!j["top"].empty()) {
-        labels[frame] = j["top"][0]["label"].get<std::string>();
+        labels[frame] = j["top"][0].at("label").get<std::string>();
       }
     } catch (const nlohmann::json::exception& e) {
       throw DataError(fmt::format("{}:{}: not a results line ({})", path, line_no, e.what()));
