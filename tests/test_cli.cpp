@@ -5,8 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
+#include "app/results_readers.hpp"
+#include "config/errors.hpp"
 #include "config/version.hpp"
 #include "test_helpers.hpp"
 
@@ -19,6 +22,25 @@ vc::test::CommandResult run_app(const std::string& args) {
 }
 
 }  // namespace
+
+// evaluate's readers, on streams: malformed lines are a DataError naming the line, never a crash.
+TEST_CASE("evaluate's readers reject a results line without a label") {  // found by fuzz/fuzz_results
+  auto reject = [](const std::string& text, bool smoothed) {
+    std::istringstream in(text);
+    try {
+      vc::app::read_results(in, "r.jsonl", smoothed);
+    } catch (const vc::DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(reject(R"({"frame":0,"top":[{"lcbel":"x"}]})" "\n", false).rfind("r.jsonl:1: not a results line", 0) == 0);
+  CHECK(reject("\n" R"({"frame":0,"top":[],"smoothed":{"lbl":"x"}})" "\n", true).rfind("r.jsonl:2: not a results line", 0) == 0);
+  std::istringstream good(R"({"frame":3,"top":[{"label":"cat"}],"smoothed":{"label":"dog"}})" "\n");
+  CHECK(vc::app::read_results(good, "r.jsonl", true).at(3) == "dog");
+  std::istringstream truth("# comment\r\n7\t  a label\r\n");
+  CHECK(vc::app::read_truth(truth, "t.txt").at(7) == "a label");
+}
 
 TEST_CASE("--help and --version exit 0") {
   auto r = run_app("--help");

@@ -116,6 +116,13 @@ TEST_CASE("each kind of corruption is rejected with what is wrong") {
   CHECK(rejection({}).rfind("bad.safetensors: not a safetensors file", 0) == 0);
 }
 
+TEST_CASE("an empty tensor converts to an empty vector") {  // found by fuzz/fuzz_safetensors: memcpy from null
+  const auto file = SafetensorsFile::from_bytes(with_header(R"({"e":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", 0),
+                                                "empty.safetensors");
+  REQUIRE(file.tensors().size() == 1);
+  CHECK(file.to_float(file.tensors()[0]).empty());
+}
+
 TEST_CASE("randomly mutated files never crash: a valid file or a DataError") {
   const auto original = serialize_safetensors({{"conv.weight", DType::F32, {4, 3, 3, 3}, std::vector<float>(108, 0.5f)},
                                                {"conv.bias", DType::F16, {4}, {1, 2, 3, 4}}});

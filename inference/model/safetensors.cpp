@@ -142,7 +142,8 @@ void SafetensorsFile::parse() {
       }
       continue;
     }
-    auto bad = [&](const std::string& why) { fail(fmt::format("tensor '{}': {}", name, why)); };
+    // Captures a copy of the name: clang 14 (the fuzz build's) cannot capture a structured binding.
+    auto bad = [&, tensor = name](const std::string& why) { fail(fmt::format("tensor '{}': {}", tensor, why)); };
     if (!entry.is_object()) bad("entry is not an object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("missing or non-string 'dtype'");
     if (!entry.contains("shape") || !entry["shape"].is_array()) bad("missing or non-array 'shape'");
@@ -208,7 +209,7 @@ std::vector<float> SafetensorsFile::to_float(const TensorInfo& t) const {
   // memcpy per element: the data section has no alignment guarantee.
   switch (t.dtype) {
     case DType::F32:
-      std::memcpy(out.data(), raw.data(), n * 4);
+      if (n > 0) std::memcpy(out.data(), raw.data(), n * 4);  // an empty vector's data() may be null: UB for memcpy
       break;
     case DType::F64:
       for (size_t i = 0; i < n; ++i) {

@@ -1,0 +1,82 @@
+#include "app/results_readers.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "config/errors.hpp"
+
+namespace vc::app {
+namespace {
+
+bool is_results_file(const std::string& path) { return path.size() > 6 && path.substr(path.size() - 6) == ".jsonl"; }
+
+}  // namespace
+
+Labels read_results(std::istream& in, const std::string& path, bool smoothed) {
+  Labels labels;
+  int line_no = 0;
+  std::string stream;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.empty()) continue;
+    try {
+      // at() for keys not checked before: const operator[] on a missing key is undefined behaviour in nlohmann.
+      const auto j = nlohmann::json::parse(line);
+      if (!j.is_object() || !j.contains("frame") || !j.contains("top")) continue;  // event lines
+      if (j.contains("stream")) {
+        const auto s = j["stream"].get<std::string>();
+        if (stream.empty()) stream = s;
+        if (s != stream) {
+          throw DataError(fmt::format("{}:{}: results of several streams ({} and {}): evaluate one stream's results "
+                                      "(output.results: 'out/{{stream}}.jsonl')", path, line_no, stream, s));
+        }
+      }
+      const auto frame = j["frame"].get<int64_t>();
+      if (smoothed) {
+        if (j.contains("smoothed")) labels[frame] = j["smoothed"].at("label").get<std::string>();
+      } else if (!j["top"].empty()) {
+        labels[frame] = j["top"][0].at("label").get<std::string>();
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw DataError(fmt::format("{}:{}: not a results line ({})", path, line_no, e.what()));
+    }
+  }
+  return labels;
+}
+
+Labels read_results(const std::string& path, bool smoothed) {
+  std::ifstream in(path);
+  if (!in) throw NoInputError(fmt::format("{}: cannot read results", path));
+  return read_results(in, path, smoothed);
+}
+
+Labels read_truth(std::istream& in, const std::string& path) {
+  if (is_results_file(path)) return read_results(in, path, false);
+  Labels labels;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    const auto sep = line.find_first_of("\t ");
+    try {
+      if (sep == std::string::npos) throw std::invalid_argument("no label");
+      labels[std::stoll(line.substr(0, sep))] = line.substr(line.find_first_not_of("\t ", sep));
+    } catch (const std::exception&) {
+      throw DataError(fmt::format("{}:{}: expected 'FRAME<TAB>LABEL', got '{}'", path, line_no, line));
+    }
+  }
+  return labels;
+}
+
+Labels read_truth(const std::string& path) {
+  if (is_results_file(path)) return read_results(path, false);
+  std::ifstream in(path);
+  if (!in) throw NoInputError(fmt::format("{}: cannot read ground truth", path));
+  return read_truth(in, path);
+}
+
+}  // namespace vc::app
