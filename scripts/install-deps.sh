@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages video-classifier builds and runs with, if any is missing. Idempotent.
-# (xvfb, mosquitto and curl are for the tests: a virtual display, a real MQTT broker, an HTTP client.)
+# (xvfb, mosquitto and curl are for the tests: a virtual display, a real MQTT broker, an HTTP client;
+#  clang-14 and libclang-rt-14-dev build the libFuzzer targets that CI runs, scripts/ci-fuzz.sh.)
 # The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
 set -euo pipefail
 packages=(
@@ -12,6 +13,7 @@ packages=(
   libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
   libmosquitto-dev libcpp-httplib-dev
   xvfb xauth mosquitto mosquitto-clients
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do
