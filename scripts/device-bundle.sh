@@ -15,6 +15,8 @@ export GST_PLUGINS=${GST_PLUGINS:-"coreelements app videoconvertscale videotests
   isomp4 matroska videoparsersbad x264 openh264 nvcodec rtsp rtp rtpmanager udp"}
 bins=(build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
       build-device/tools/bench_pipeline)
+# A broker and a subscriber, so that the soak also runs the service side there (MQTT, /metrics).
+for b in /usr/sbin/mosquitto /usr/bin/mosquitto_sub; do [ -x "$b" ] && bins+=("$b"); done
 $bundle .device "${bins[@]}"
 for b in "${bins[@]}"; do strip --strip-unneeded ".device/bin/$(basename "$b")"; done
 # The whole tree travels to the device (64 MiB): ship the bundle xz-compressed; device-run.sh unpacks it in /tmp.

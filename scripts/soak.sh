@@ -3,6 +3,9 @@
 # killed and restarted every 2 minutes; the others test patterns and a looped file paced in real time. Samples the
 # client's RSS (and GPU memory where nvidia-smi exists) every 10 s, then checks: memory flat after warm-up (±2 %),
 # every server restart recovered (stream_down followed by stream_up), every results line whole, no frame twice.
+# Where a mosquitto broker binary is found (PATH, or VC_MOSQUITTO_DIR holding mosquitto and mosquitto_sub), the run is
+# also a service: results and events go to a broker of its own over MQTT (QoS 1), /metrics is scraped every minute,
+# and it checks that every event in the results file arrived over MQTT, nothing was dropped, and the counters moved.
 # Writes OUTDIR/soak.json and OUTDIR/soak.txt; exit 0 only if every check passed. Not part of CI (it takes minutes):
 #   scripts/soak.sh 30 out/soak                       # this machine, CPU engine, small frames
 #   VC_SOAK_ENGINE=cuda scripts/soak.sh 8 $OUT/soak   # the GPU machine (scripts/device-run.sh stage soak)
@@ -34,6 +37,39 @@ start_server() {
 start_server
 sleep 2
 
+# The service side, where a broker can be run.
+[ -n "${VC_MOSQUITTO_DIR:-}" ] && export PATH="$VC_MOSQUITTO_DIR:$PATH"
+service=()
+broker_pid="" sub_pid=""
+metrics_port=$((port + 1)) broker_port=$((port + 2))
+if command -v mosquitto >/dev/null && command -v mosquitto_sub >/dev/null; then
+  printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$broker_port" >"$out/mosquitto.conf"
+  mosquitto -c "$out/mosquitto.conf" >"$out/mosquitto.log" 2>&1 &
+  broker_pid=$!
+  sleep 1
+  mosquitto_sub -h 127.0.0.1 -p "$broker_port" -q 1 -v -t 'soak/+/event' >"$out/mqtt-events.txt" 2>"$out/mqtt-sub.log" &
+  sub_pid=$!
+  service=(--set mqtt.enabled=true --set mqtt.host=127.0.0.1 --set mqtt.port="$broker_port" --set mqtt.qos=1
+           --set mqtt.topic_prefix=soak --set mqtt.result_interval_s=1
+           --set metrics.enabled=true --set metrics.port="$metrics_port")
+  echo "soak: service mode: MQTT broker on port $broker_port, metrics on port $metrics_port"
+else
+  echo "soak: no mosquitto here: MQTT and metrics not exercised"
+fi
+scrape() {  # scrape N: /metrics, /healthz and /readyz into $out/metrics-N.txt and $out/health.txt
+  python3 - "http://127.0.0.1:$metrics_port" "$out/metrics-$1.txt" >>"$out/health.txt" 2>&1 <<'PY'
+import sys, urllib.request, urllib.error
+base, path = sys.argv[1], sys.argv[2]
+open(path, "w").write(urllib.request.urlopen(base + "/metrics", timeout=5).read().decode())
+for ep in ("/healthz", "/readyz"):
+    try:
+        code = urllib.request.urlopen(base + ep, timeout=5).status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    print(ep, code)
+PY
+}
+
 inputs=(--input test --input test:ball --input test:snow --input test:smpte75 --input test:gradient --input test:pinwheel
         --input "$media" --input "rtsp://127.0.0.1:$port/soak")
 "$app" "${model[@]}" --set inference.device="$engine" "${inputs[@]}" "${size[@]}" --set input.fps=10 \
@@ -41,13 +77,13 @@ inputs=(--input test --input test:ball --input test:snow --input test:smpte75 --
   --set inputs.7.width=0 --set inputs.7.height=0 --set inputs.7.fps=0 --set inputs.7.name=rtsp \
   --set inputs.7.stall_timeout_s=5 --set inputs.7.reconnect.delay_s=1 --set inputs.7.reconnect.max_delay_s=4 \
   --set inputs.7.reconnect.attempts=0 --set inference.batch_size=8 --set logging.perf_interval_s=60 \
-  --output none --set output.results="$out/soak.jsonl" >"$out/client.log" 2>&1 &
+  "${service[@]}" --output none --set output.results="$out/soak.jsonl" >"$out/client.log" 2>&1 &
 client=$!
 
 echo "time_s rss_kib gpu_mib" >"$out/memory.txt"
 start=$(date +%s)
-restarts=0
-next_restart=$((start + 120))
+restarts=0 scrapes=0
+next_restart=$((start + 120)) next_scrape=$((start + 60))
 while [ $(( $(date +%s) - start )) -lt $((minutes * 60)) ]; do
   sleep 10
   kill -0 $client 2>/dev/null || { echo "soak: the client died"; break; }
@@ -55,6 +91,10 @@ while [ $(( $(date +%s) - start )) -lt $((minutes * 60)) ]; do
   rss=$(awk '/VmRSS/ {print $2}' /proc/$client/status)
   gpu=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null | awk -F', ' -v p=$client '$1 == p {print $2}')
   echo "$((now - start)) $rss ${gpu:-0}" >>"$out/memory.txt"
+  if [ ${#service[@]} -gt 0 ] && [ "$now" -ge "$next_scrape" ]; then
+    scrapes=$((scrapes + 1)); scrape "$scrapes" || echo "scrape $scrapes failed" >>"$out/health.txt"
+    next_scrape=$((now + 60))
+  fi
   if [ "$now" -ge "$next_restart" ]; then
     kill -KILL "$server_pid"; wait "$server_pid" 2>/dev/null
     sleep 3
@@ -66,10 +106,16 @@ done
 sleep 15  # let the last restart recover
 kill -INT $client; wait $client; client_rc=$?
 kill -INT "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null
+if [ -n "$broker_pid" ]; then
+  sleep 2  # the subscriber takes the last messages
+  kill "$sub_pid" 2>/dev/null; wait "$sub_pid" 2>/dev/null
+  kill "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null
+fi
 
-python3 - "$out" "$restarts" "$client_rc" "$minutes" "$engine" <<'PY'
-import json, sys
+python3 - "$out" "$restarts" "$client_rc" "$minutes" "$engine" "$scrapes" "${#service[@]}" <<'PY'
+import json, os, re, sys
 out, restarts, rc, minutes, engine = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+scrapes, service = int(sys.argv[6]), int(sys.argv[7]) > 0
 rows = [list(map(float, l.split())) for l in open(f"{out}/memory.txt").read().splitlines()[1:] if l.strip()]
 warm = [r for r in rows if r[0] >= 120] or rows
 def drift(col):
@@ -80,13 +126,15 @@ def drift(col):
     last = sum(r[col] for r in warm[-half:]) / half
     return (last - first) / first
 bad_lines, frames, seen, dup = 0, 0, set(), 0
-downs = ups = 0
+downs = ups = events = 0
 for line in open(f"{out}/soak.jsonl", encoding="utf-8", errors="replace"):
     try:
         j = json.loads(line)
     except ValueError:
         bad_lines += 1
         continue
+    if "event" in j:
+        events += 1
     if "top" in j:
         frames += 1
         key = (j["stream"], j["frame"])
@@ -111,6 +159,24 @@ checks = {
     "no frame twice": dup == 0,
     "client finished cleanly (exit 0)": rc == 0,
 }
+if service:
+    # Every event line of the results file arrived over MQTT (QoS 1: at least once, so at least as many).
+    mqtt_events = sum(1 for l in open(f"{out}/mqtt-events.txt", errors="replace") if l.strip())
+    def metric(n, name):
+        path = f"{out}/metrics-{n}.txt"
+        if not os.path.exists(path):
+            return None
+        vals = [float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", open(path).read(), re.M)]
+        return sum(vals) if vals else None
+    first, last = metric(1, "vc_stream_frames_total"), metric(scrapes, "vc_stream_frames_total")
+    dropped = metric(scrapes, "vc_sink_dropped_total")
+    health = open(f"{out}/health.txt").read() if os.path.exists(f"{out}/health.txt") else ""
+    report.update({"mqtt_events": mqtt_events, "result_events": events, "scrapes": scrapes,
+                   "metrics_frames_first": first, "metrics_frames_last": last, "metrics_sink_dropped": dropped})
+    checks["every event delivered over MQTT"] = events > 0 and mqtt_events >= events
+    checks["/metrics scraped and counting"] = scrapes >= 2 and first is not None and last is not None and last > first
+    checks["no sink drops (/metrics)"] = dropped == 0
+    checks["/readyz ready at every scrape"] = health.count("/readyz 200") == scrapes
 report["checks"] = checks
 json.dump(report, open(f"{out}/soak.json", "w"), indent=2)
 with open(f"{out}/soak.txt", "w") as f:
@@ -119,6 +185,9 @@ with open(f"{out}/soak.txt", "w") as f:
     f.write(f"RSS {report['rss_kib_first']/1024:.1f} -> {report['rss_kib_last']/1024:.1f} MiB after warm-up "
             f"({report['rss_drift']*100:+.2f} %), GPU {report['gpu_mib_first']:.0f} -> {report['gpu_mib_last']:.0f} MiB "
             f"({report['gpu_drift']*100:+.2f} %)\n")
+    if service:
+        f.write(f"service: {report['mqtt_events']} events over MQTT for {events} in the results file; /metrics frames "
+                f"{first} -> {last} over {scrapes} scrapes; sink drops {dropped}\n")
     for name, ok in checks.items():
         f.write(f"  [{'ok' if ok else 'FAIL'}] {name}\n")
 print(open(f"{out}/soak.txt").read(), end="")

@@ -148,6 +148,7 @@ struct Options {
   int batch = 32;
   std::string decoder = "auto";
   bool cpu = false;  // the CPU engine (to try the benchmark on a machine without a GPU)
+  std::string log_dir;  // the separate processes' logs (stderr), kept for the failures
 };
 
 config::Config base_config(const Options& o) {
@@ -214,15 +215,28 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds) {
           {"ok", s.code == vc::ExitCode::kOk}};
 }
 
+// The last lines of a child's log: why it failed.
+std::string tail_of(const std::string& path, std::size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string out;
+  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += all[i] + "\n";
+  return out;
+}
+
 json run_separate(const Options& o, int n) {
   const auto start = Clock::now();
   std::vector<pid_t> children;
+  std::vector<std::string> logs;
   for (int i = 0; i < n; ++i) {
+    logs.push_back(fmt::format("{}/separate-{}-{}.log", o.log_dir, n, i));
     const pid_t pid = fork();
     if (pid == 0) {
       const int null = ::open("/dev/null", O_WRONLY);
+      const int log = ::open(logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(null, STDOUT_FILENO);
-      dup2(null, STDERR_FILENO);
+      dup2(log >= 0 ? log : null, STDERR_FILENO);
       execl(o.app.c_str(), o.app.c_str(), "--model", o.model.c_str(), "--input", o.media.c_str(), "--output", "none",
             "--set", o.cpu ? "inference.device=cpu" : "inference.device=cuda", "--set", ("input.decoder=" + o.decoder).c_str(), "--log-level", "error",
             static_cast<char*>(nullptr));
@@ -231,13 +245,21 @@ json run_separate(const Options& o, int n) {
     children.push_back(pid);
   }
   int failures = 0;
-  for (pid_t pid : children) {
+  json failed = json::array();
+  for (std::size_t i = 0; i < children.size(); ++i) {
     int status = 0;
-    waitpid(pid, &status, 0);
-    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    waitpid(children[i], &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    ++failures;
+    const std::string how = WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
+                                              : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+    const std::string why = tail_of(logs[i], 3);
+    fmt::print(stderr, "bench_pipeline: separate process {}/{}: {}: {}", i, n, how, why.empty() ? "(no output)\n" : why);
+    failed.push_back({{"process", i}, {"status", how}, {"log_tail", why}});
   }
   const double seconds = since(start);
-  return {{"streams", n}, {"seconds", seconds}, {"fps", double(n) * double(o.frames) / seconds}, {"failures", failures}};
+  return {{"streams", n}, {"seconds", seconds}, {"fps", double(n) * double(o.frames) / seconds}, {"failures", failures},
+          {"failed", failed}};
 }
 
 }  // namespace
@@ -266,6 +288,7 @@ int main(int argc, char** argv) {
   vc::log::set_level("warn");
   try {
     fs::create_directories(dir);
+    o.log_dir = dir;
     // The model: random weights of a standard ResNet, with a card (224, crop, ImageNet normalization).
     o.model = dir + "/" + arch + "-random.safetensors";
     if (!fs::exists(o.model)) {
