@@ -115,7 +115,11 @@ bool Stream::on_frame(Frame&& f) {
   int64_t none = 0;
   stats_.first_frame_ns.compare_exchange_strong(none, now);
   stats_.last_frame_ns = now;
-  if (!env_.hub->push(std::move(f))) return false;
+  waiting_for_room_ = true;  // a file's push waits while its queue is full
+  const bool accepted = env_.hub->push(std::move(f));
+  progress_ns_ = steady_ns(Clock::now());
+  waiting_for_room_ = false;
+  if (!accepted) return false;
   ++pass_frames_;
   if (pts > last_pts_) last_pts_ = pts;
   const int64_t delivered = ++stats_.delivered;
@@ -149,7 +153,7 @@ void Stream::emit(StreamEvent::Kind kind, const std::string& reason, int64_t att
 }
 
 GstSource::State Stream::run_source(SourceFailure& why) {
-  const int64_t opened = steady_ns(Clock::now());
+  progress_ns_ = steady_ns(Clock::now());
   for (;;) {
     const auto state = source_->poll(kPoll);
     if (down_ && pass_frames_ > 0) {  // frames flow again after a restart: say so as soon as they do
@@ -168,9 +172,10 @@ GstSource::State Stream::run_source(SourceFailure& why) {
       return state;
     }
     if (state == GstSource::State::Ended || stopping()) return GstSource::State::Ended;
-    // The watchdog: no frame for stall_timeout_s (counted from the start until the first frame arrives).
-    const int64_t last = pass_frames_ > 0 ? stats_.last_frame_ns.load() : opened;
-    if (input_.stall_timeout_s > 0 && seconds_since(last) > input_.stall_timeout_s) {
+    // The watchdog: no frame from the source for stall_timeout_s (counted from the start until the first frame).
+    // A source waiting for room in its full queue is not stalled — the engine is slow (16 processes autotuning at
+    // once did it): the time counts again from when the frame got in.
+    if (input_.stall_timeout_s > 0 && !waiting_for_room_ && seconds_since(progress_ns_) > input_.stall_timeout_s) {
       why = {stats_.live ? ExitCode::kUnavailable : ExitCode::kData,
              fmt::format("{}: no frame for {:.0f} s (stalled)", stats_.source, input_.stall_timeout_s)};
       return GstSource::State::Failed;

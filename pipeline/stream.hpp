@@ -1,5 +1,6 @@
 // One input stream and its supervisor: the thread that runs the stream's source, feeds the hub, and keeps it
-// alive — a live source that fails, ends or stalls (no frame for input.stall_timeout_s) is restarted with
+// alive — a live source that fails, ends or stalls (no frame for input.stall_timeout_s; time spent waiting for room
+// in a full queue, the engine's back-pressure, does not count) is restarted with
 // exponential backoff up to input.reconnect.attempts times, with a stream_down event when it goes and a
 // stream_up event when frames flow again; a file that loops starts again at its end; a file that fails, or that
 // yields far fewer frames than it holds, ends the stream with the reason. One stream's end or failure never
@@ -80,6 +81,10 @@ class Stream {
   std::atomic<int64_t> pass_frames_{0};   // frames of the current file pass / source run
   std::atomic<int64_t> last_pts_{-1};     // the latest frame time of this pass
   std::atomic<bool> max_reached_{false};
+  // For the stall watchdog: when the source last handed over a frame (or the run started), and whether it is
+  // waiting right now for room in its full queue — back-pressure from a slow engine, not a stalled source.
+  std::atomic<int64_t> progress_ns_{0};
+  std::atomic<bool> waiting_for_room_{false};
   bool down_ = false;       // a live source failed and frames have not flowed since (stream thread only)
   int attempts_ = 0;        // restarts since frames last flowed
   double delay_ = 0;        // the next wait before a restart

@@ -143,4 +143,30 @@ TEST_CASE("sources torn down while frames are in flight, many times: no hang, no
   }
 }
 
+TEST_CASE("a file held back by a slow engine is not a stalled source: its watchdog waits while its queue is full") {
+  // The engine takes nothing for 2.5 s, well past the file's 1 s stall timeout, while the file's producer waits on
+  // its full queue of 2. That is back-pressure: the stream must neither fail nor lose a frame. (This was a real
+  // failure: 16 processes building their engines at once, one file "stalled" on an engine not yet taking frames.)
+  const auto file = make_video("held-back.mp4", 30, 64, 48);
+  pipeline::FrameHub hub({{2, false}});
+  std::atomic<bool> stop{false};
+  config::Input in;
+  in.kind = config::InputKind::File;
+  in.path = file;
+  in.name = "held-back";
+  in.stall_timeout_s = 1;
+  pipeline::Stream s(0, in, false, {&hub, nullptr, nullptr, &stop});
+  s.start();
+  std::this_thread::sleep_for(2500ms);
+  int64_t n = 0;
+  for (;;) {
+    const auto batch = hub.pop_batch(4, 0us);
+    n += int64_t(batch.size());
+    if (batch.empty() && hub.all_done()) break;
+  }
+  s.join();
+  CHECK_MESSAGE(!s.failure(), (s.failure() ? s.failure()->message : ""));
+  CHECK(n == 30);
+}
+
 TEST_SUITE_END();
