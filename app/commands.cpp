@@ -4,9 +4,12 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
@@ -43,6 +46,13 @@ int classify(const config::Config& config) {
   log->info("summary ({}):\n{}", s.engine, pipeline::format_summary(s));
   for (const auto& p : s.problems) log->error("{}", p);
   if (s.code != ExitCode::kOk) log->error("exit {}: {}", int(s.code), "the run did not complete: see the messages above");
+  if (!s.abandoned.empty()) {
+    // A source thread is still inside GStreamer (and the CUDA driver): running the static destructors under it made
+    // such processes exit 255 with nothing said. The outputs are finalized already; end here, with the run's code.
+    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+    std::fflush(nullptr);
+    _exit(int(s.code));
+  }
   return int(s.code);
 }
 

@@ -1,5 +1,6 @@
 #include "app/results_readers.hpp"
 
+#include <cstdint>
 #include <fstream>
 #include <stdexcept>
 
@@ -34,7 +35,15 @@ Labels read_results(std::istream& in, const std::string& path, bool smoothed) {
                                       "(output.results: 'out/{{stream}}.jsonl')", path, line_no, stream, s));
         }
       }
-      const auto frame = j["frame"].get<int64_t>();
+      // An integer only: get<int64_t>() of a float such as 1e300 is an out-of-range conversion (undefined
+      // behaviour; found by fuzz_results), and a frame number is never fractional anyway.
+      const auto& f = j["frame"];
+      if (!f.is_number_integer() ||
+          (f.is_number_unsigned() && f.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+        throw DataError(fmt::format("{}:{}: not a results line (\"frame\" is {}, not a frame number)", path, line_no,
+                                    f.dump()));
+      }
+      const auto frame = f.get<int64_t>();
       if (smoothed) {
         if (j.contains("smoothed")) labels[frame] = j["smoothed"].at("label").get<std::string>();
       } else if (!j["top"].empty()) {

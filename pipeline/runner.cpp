@@ -236,6 +236,7 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
   Progress progress(any_file);
   PerfReport perf(cfg.logging.perf_interval_s, any_live);
 
+  std::vector<std::string> abandoned;
   auto shut_down = [&] {
     stopping = true;
     hub.shutdown();
@@ -245,6 +246,7 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
     for (auto& s : streams) {
       if (!s->join_for(3s)) {
         log->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
+        abandoned.push_back(s->stats().name);
         (void)s.release();  // its thread still uses it: never destroy it under that thread
       }
     }
@@ -342,6 +344,12 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
       if (summary.code == ExitCode::kOk) summary.code = f->code;
     }
   }
+  // A stream left behind is not in the table, and what it delivered may be short: never a clean exit.
+  for (const auto& name : abandoned) {
+    summary.problems.push_back(fmt::format("stream {}: its source did not stop within 3 s; left running", name));
+    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
+  }
+  summary.abandoned = abandoned;
   for (const auto& sink : post.sink_status()) {
     summary.sink_drops.emplace_back(sink.name, sink.dropped);
     if (sink.dropped == 0) continue;

@@ -32,6 +32,9 @@ struct RunSummary {
   ExitCode code = ExitCode::kOk;              // kOk, or what went wrong first (a lost result, a failed stream)
   std::vector<std::string> problems;          // every failure, one line each
   std::vector<std::pair<std::string, int64_t>> sink_drops;  // best-effort sinks (MQTT): messages dropped
+  // Streams whose source did not stop (a decoder stuck in the driver): their threads still run, so the process must
+  // end without tearing down what they use (app: _exit after the outputs are finalized).
+  std::vector<std::string> abandoned;
 };
 
 // Runs until every stream has ended, `stop` becomes non-zero (Ctrl-C), or something that loses data happens.

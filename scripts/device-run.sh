@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, after scripts/device-bundle.sh here — in one call, building
-# nothing. Logs and JSON go to $OUT (or out/device); a short table is printed last. Stages (VC_STAGES, comma
-# separated, default all but soak and sanitizer):
+# nothing. Logs and JSON go to out/device, or on the device to $OUT, packed at the end into $OUT/results.tgz; a short
+# table is printed last. Stages (VC_STAGES, comma separated, default all but soak and sanitizer):
 #   doctor     video-classifier doctor (GPU, cuDNN, NVDEC decoders)
 #   tests      every GPU test suite (gpu_tests)
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
@@ -119,4 +119,10 @@ if want soak; then
 fi
 echo
 echo "== done ($(date +%T)), status $status"
+# The device tool brings back only a few files per call: on the device ($OUT set), everything goes back as one archive
+# (unpack with: tar -xzf results.tgz). Soak media and results lines are large and are left out.
+if [ -n "${OUT:-}" ] && [ "$out" = "$OUT" ]; then
+  tar -C "$out" --exclude='*.mp4' --exclude='*.jsonl' -czf /tmp/vc-results.tgz . &&
+    find "$out" -mindepth 1 -delete && mv /tmp/vc-results.tgz "$out/results.tgz"
+fi
 exit $status

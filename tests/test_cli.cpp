@@ -36,6 +36,11 @@ TEST_CASE("evaluate's readers reject a results line without a label") {  // foun
   };
   CHECK(reject(R"({"frame":0,"top":[{"lcbel":"x"}]})" "\n", false).rfind("r.jsonl:1: not a results line", 0) == 0);
   CHECK(reject("\n" R"({"frame":0,"top":[],"smoothed":{"lbl":"x"}})" "\n", true).rfind("r.jsonl:2: not a results line", 0) == 0);
+  // A frame that is no integer: converting 1e300 to int64 was undefined behaviour (fuzz_results, UBSan).
+  CHECK(reject(R"({"frame":1e300,"top":[{"label":"x"}]})" "\n", false).find("\"frame\" is 1e+300") != std::string::npos);
+  CHECK(reject(R"({"frame":2.5,"top":[{"label":"x"}]})" "\n", false).rfind("r.jsonl:1: not a results line", 0) == 0);
+  CHECK(reject(R"({"frame":18446744073709551615,"top":[{"label":"x"}]})" "\n", false)
+            .rfind("r.jsonl:1: not a results line", 0) == 0);
   std::istringstream good(R"({"frame":3,"top":[{"label":"cat"}],"smoothed":{"label":"dog"}})" "\n");
   CHECK(vc::app::read_results(good, "r.jsonl", true).at(3) == "dog");
   std::istringstream truth("# comment\r\n7\t  a label\r\n");
