@@ -148,7 +148,7 @@ class PerfReport {
   std::vector<std::pair<int64_t, int64_t>> previous_;
 };
 
-StreamSummary summarize(const Stream& s, bool interrupted) {
+StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point start) {
   const auto& st = s.stats();
   StreamSummary r;
   r.name = st.name;
@@ -163,6 +163,8 @@ StreamSummary summarize(const Stream& s, bool interrupted) {
   r.non_finite = st.non_finite;
   r.failed_images = st.failed_items;
   r.fps = st.average_fps();
+  if (const int64_t first = st.first_frame_ns) r.first_frame_s = seconds_between(start, from_steady_ns(first));
+  if (const int64_t last = st.last_result_ns) r.last_result_s = seconds_between(start, from_steady_ns(last));
   r.latency_mean_ms = st.latency.mean_ms();
   r.latency_p50_ms = st.latency.percentile_ms(0.5);
   r.latency_p99_ms = st.latency.percentile_ms(0.99);
@@ -316,7 +318,7 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
   LatencyHistogram all;
   for (auto& s : streams) {
     if (!s) continue;
-    auto row = summarize(*s, summary.interrupted);
+    auto row = summarize(*s, summary.interrupted, start);
     summary.frames += row.frames;
     summary.dropped += row.dropped + row.output_dropped;
     summary.streams.push_back(std::move(row));

@@ -20,6 +20,8 @@ struct StreamSummary {
   double fps = 0;
   double latency_mean_ms = 0, latency_p50_ms = 0, latency_p99_ms = 0;
   double queue_ms = 0, inference_ms = 0, post_ms = 0, output_ms = 0;  // mean per stage
+  // Seconds from the run's start to the stream's first frame and to its last result (-1: none): when it ran.
+  double first_frame_s = -1, last_result_s = -1;
 };
 
 struct RunSummary {

@@ -118,13 +118,12 @@ out, restarts, rc, minutes, engine = sys.argv[1], int(sys.argv[2]), int(sys.argv
 scrapes, service = int(sys.argv[6]), int(sys.argv[7]) > 0
 rows = [list(map(float, l.split())) for l in open(f"{out}/memory.txt").read().splitlines()[1:] if l.strip()]
 warm = [r for r in rows if r[0] >= 120] or rows
+def quarters(col):  # the means of the first and the last quarter of the samples after warm-up
+    q = max(1, len(warm) // 4)
+    return sum(r[col] for r in warm[:q]) / q, sum(r[col] for r in warm[-q:]) / q
 def drift(col):
-    if len(warm) < 2 or warm[0][col] == 0:
-        return 0.0
-    half = max(1, len(warm) // 4)
-    first = sum(r[col] for r in warm[:half]) / half
-    last = sum(r[col] for r in warm[-half:]) / half
-    return (last - first) / first
+    first, last = quarters(col)
+    return 0.0 if len(warm) < 2 or first == 0 else (last - first) / first
 bad_lines, frames, seen, dup = 0, 0, set(), 0
 downs = ups = events = 0
 for line in open(f"{out}/soak.jsonl", encoding="utf-8", errors="replace"):
@@ -147,9 +146,10 @@ for line in open(f"{out}/soak.jsonl", encoding="utf-8", errors="replace"):
 report = {
     "minutes": minutes, "engine": engine, "server_restarts": restarts, "stream_down": downs, "stream_up": ups,
     "frames": frames, "bad_lines": bad_lines, "duplicate_frames": dup, "client_exit": rc,
-    "rss_kib_first": warm[0][1] if warm else 0, "rss_kib_last": warm[-1][1] if warm else 0,
-    "rss_drift": drift(1), "gpu_mib_first": warm[0][2] if warm else 0, "gpu_mib_last": warm[-1][2] if warm else 0,
-    "gpu_drift": drift(2),
+    # Drift: the mean of the last quarter of the samples after warm-up against that of the first quarter.
+    "rss_kib_first_quarter": quarters(1)[0], "rss_kib_last_quarter": quarters(1)[1],
+    "rss_kib_min": min(r[1] for r in warm), "rss_kib_max": max(r[1] for r in warm), "rss_drift": drift(1),
+    "gpu_mib_first_quarter": quarters(2)[0], "gpu_mib_last_quarter": quarters(2)[1], "gpu_drift": drift(2),
 }
 checks = {
     "memory flat (RSS within 2 % after warm-up)": abs(report["rss_drift"]) <= 0.02,
@@ -182,9 +182,10 @@ json.dump(report, open(f"{out}/soak.json", "w"), indent=2)
 with open(f"{out}/soak.txt", "w") as f:
     f.write(f"soak: {minutes:g} min, {engine} engine, 8 streams, {frames} results, {restarts} RTSP server restarts "
             f"({downs} down / {ups} up)\n")
-    f.write(f"RSS {report['rss_kib_first']/1024:.1f} -> {report['rss_kib_last']/1024:.1f} MiB after warm-up "
-            f"({report['rss_drift']*100:+.2f} %), GPU {report['gpu_mib_first']:.0f} -> {report['gpu_mib_last']:.0f} MiB "
-            f"({report['gpu_drift']*100:+.2f} %)\n")
+    f.write(f"after warm-up, mean of the first quarter -> the last: RSS {report['rss_kib_first_quarter']/1024:.1f} -> "
+            f"{report['rss_kib_last_quarter']/1024:.1f} MiB ({report['rss_drift']*100:+.2f} %; samples "
+            f"{report['rss_kib_min']/1024:.1f}-{report['rss_kib_max']/1024:.1f}), GPU "
+            f"{report['gpu_mib_first_quarter']:.0f} -> {report['gpu_mib_last_quarter']:.0f} MiB ({report['gpu_drift']*100:+.2f} %)\n")
     if service:
         f.write(f"service: {report['mqtt_events']} events over MQTT for {events} in the results file; /metrics frames "
                 f"{first} -> {last} over {scrapes} scrapes; sink drops {dropped}\n")
