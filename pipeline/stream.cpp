@@ -97,6 +97,12 @@ bool Stream::join_for(std::chrono::milliseconds limit) {
   return true;
 }
 
+bool Stream::finished() const {
+  if (!thread_.joinable()) return true;
+  std::lock_guard lock(done_mutex_);
+  return done_;
+}
+
 std::optional<SourceFailure> Stream::failure() const { return failure_; }
 
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {

@@ -49,6 +49,8 @@ class Stream {
   void join();
   // join() with a limit: false if the thread is still busy (a source that will not stop).
   bool join_for(std::chrono::milliseconds limit);
+  // Whether the stream's thread has finished its work (join() would not wait); it may not be joined yet.
+  [[nodiscard]] bool finished() const;
 
   [[nodiscard]] int id() const { return id_; }
   [[nodiscard]] const config::Input& input() const { return input_; }
@@ -90,7 +92,7 @@ class Stream {
   double delay_ = 0;        // the next wait before a restart
   std::optional<SourceFailure> failure_;
   std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
-  std::mutex done_mutex_;
+  mutable std::mutex done_mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;
   std::thread thread_;
