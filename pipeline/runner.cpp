@@ -25,6 +25,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// At the end of a run, how long sources may go on stopping with none of them finishing before one is left behind.
+constexpr auto kStopGrace = 3s;
+
 struct ContextUnref {
   void operator()(GstContext* c) const {
     if (c) gst_context_unref(c);
@@ -238,7 +241,6 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
   Progress progress(any_file);
   PerfReport perf(cfg.logging.perf_interval_s, any_live);
 
-  std::vector<std::string> abandoned;
   auto shut_down = [&] {
     stopping = true;
     hub.shutdown();
@@ -246,8 +248,8 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
     post.finish();
     outputs.finish();
     // Every source tears down at once, and many NVDEC decoders take a while to (120 took over 3 s on the H200): a
-    // source is left behind only when no stream at all has finished for 3 s — stuck, not slow.
-    auto deadline = Clock::now() + 3s;
+    // source is left behind only when no stream at all has finished for kStopGrace — stuck, not slow.
+    auto deadline = Clock::now() + kStopGrace;
     size_t finished = 0;
     for (auto& s : streams) {
       while (!s->join_for(100ms)) {
@@ -256,11 +258,11 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
         }));
         if (now_finished > finished) {
           finished = now_finished;
-          deadline = Clock::now() + 3s;
+          deadline = Clock::now() + kStopGrace;
         }
         if (Clock::now() < deadline) continue;
         log->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
-        abandoned.push_back(s->stats().name);
+        summary.abandoned.push_back(s->stats().name);
         (void)s.release();  // its thread still uses it: never destroy it under that thread
         break;
       }
@@ -360,11 +362,11 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
     }
   }
   // A stream left behind is not in the table, and what it delivered may be short: never a clean exit.
-  for (const auto& name : abandoned) {
-    summary.problems.push_back(fmt::format("stream {}: its source did not stop (no stream finished for 3 s); left running", name));
+  for (const auto& name : summary.abandoned) {
+    summary.problems.push_back(fmt::format("stream {}: its source did not stop (no stream finished for {} s); left running",
+                                           name, std::chrono::seconds(kStopGrace).count()));
     if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
   }
-  summary.abandoned = abandoned;
   for (const auto& sink : post.sink_status()) {
     summary.sink_drops.emplace_back(sink.name, sink.dropped);
     if (sink.dropped == 0) continue;

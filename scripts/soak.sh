@@ -121,9 +121,10 @@ warm = [r for r in rows if r[0] >= 120] or rows
 def quarters(col):  # the means of the first and the last quarter of the samples after warm-up
     q = max(1, len(warm) // 4)
     return sum(r[col] for r in warm[:q]) / q, sum(r[col] for r in warm[-q:]) / q
-def drift(col):
-    first, last = quarters(col)
+def drift(first_last):
+    first, last = first_last
     return 0.0 if len(warm) < 2 or first == 0 else (last - first) / first
+rss_q, gpu_q = quarters(1), quarters(2)
 bad_lines, frames, seen, dup = 0, 0, set(), 0
 downs = ups = events = 0
 for line in open(f"{out}/soak.jsonl", encoding="utf-8", errors="replace"):
@@ -147,9 +148,9 @@ report = {
     "minutes": minutes, "engine": engine, "server_restarts": restarts, "stream_down": downs, "stream_up": ups,
     "frames": frames, "bad_lines": bad_lines, "duplicate_frames": dup, "client_exit": rc,
     # Drift: the mean of the last quarter of the samples after warm-up against that of the first quarter.
-    "rss_kib_first_quarter": quarters(1)[0], "rss_kib_last_quarter": quarters(1)[1],
-    "rss_kib_min": min(r[1] for r in warm), "rss_kib_max": max(r[1] for r in warm), "rss_drift": drift(1),
-    "gpu_mib_first_quarter": quarters(2)[0], "gpu_mib_last_quarter": quarters(2)[1], "gpu_drift": drift(2),
+    "rss_kib_first_quarter": rss_q[0], "rss_kib_last_quarter": rss_q[1],
+    "rss_kib_min": min((r[1] for r in warm), default=0), "rss_kib_max": max((r[1] for r in warm), default=0),
+    "rss_drift": drift(rss_q), "gpu_mib_first_quarter": gpu_q[0], "gpu_mib_last_quarter": gpu_q[1], "gpu_drift": drift(gpu_q),
 }
 checks = {
     "memory flat (RSS within 2 % after warm-up)": abs(report["rss_drift"]) <= 0.02,

@@ -203,17 +203,19 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds) {
   double per_stream = 0, slowest = s.streams.empty() ? 0 : 1e9;
   // When every stream was running at once: from the last stream's first frame to the first stream's last result.
   // Streams start one after another (each opens its own decoder): a live count is only held if they also ran together.
-  double last_start = 0, first_start = 1e9, first_end = 1e9;
+  bool all_ran = !s.streams.empty();  // every stream got a frame and a result
+  double last_start = 0, first_start = 1e300, first_end = 1e300;
   std::string decoder;
   for (const auto& r : s.streams) {
     per_stream += r.fps;
     slowest = std::min(slowest, r.fps);
     decoder = r.decoder + (r.gpu_frames ? " (GPU frames)" : "");
-    last_start = std::max(last_start, r.first_frame_s < 0 ? 1e9 : r.first_frame_s);
-    first_start = std::min(first_start, r.first_frame_s < 0 ? 1e9 : r.first_frame_s);
-    first_end = std::min(first_end, r.last_result_s < 0 ? 0 : r.last_result_s);
+    all_ran = all_ran && r.first_frame_s >= 0 && r.last_result_s >= 0;
+    last_start = std::max(last_start, r.first_frame_s);
+    first_start = std::min(first_start, r.first_frame_s);
+    first_end = std::min(first_end, r.last_result_s);
   }
-  const double together = s.streams.empty() ? 0 : std::max(0.0, first_end - last_start);
+  const double together = all_ran ? std::max(0.0, first_end - last_start) : 0;
   return {{"streams", n},
           {"frames", s.frames},
           {"seconds", s.seconds},
@@ -221,7 +223,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds) {
           {"per_stream_fps", s.streams.empty() ? 0 : per_stream / double(s.streams.size())},
           {"slowest_stream_fps", slowest},
           {"all_running_s", together},
-          {"start_spread_s", s.streams.empty() || last_start >= 1e9 ? -1 : last_start - first_start},
+          {"start_spread_s", all_ran ? last_start - first_start : -1},
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
           {"dropped", s.dropped},
@@ -375,14 +377,16 @@ int main(int argc, char** argv) {
       row["separate_processes"] = separate;
       const double ceiling = std::max({nv, nv_shared, sl, sys, cpu_dec});
       row["share_of_ceiling"] = ceiling > 0 ? row["fps"].get<double>() / ceiling : 0;
+      std::string separate_fps = "-";
+      if (!separate.is_null()) {
+        separate_fps = fmt::format("{:.1f}", separate["fps"].get<double>());
+        if (const int failed = separate["failures"].get<int>()) separate_fps += fmt::format(" ({} failed)", failed);
+      }
       fmt::print("{:>7} {:>10.1f} {:>10.1f} {:>8.1f} {:>8.1f} {:>7} {:>6.1f} {:>8.0f} | {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} | {:>10}\n",
                  n, row["fps"].get<double>(), row["per_stream_fps"].get<double>(), row["p50_ms"].get<double>(),
                  row["p99_ms"].get<double>(), row["dropped"].get<int64_t>(), row["cpu_cores"].get<double>(),
                  row["gpu_mib"].get<double>(), nv, nv_shared, sl, sys, cpu_dec,
-                 separate.is_null() ? std::string("-")
-                 : separate["failures"].get<int>() > 0
-                     ? fmt::format("{:.1f} ({} failed)", separate["fps"].get<double>(), separate["failures"].get<int>())
-                     : fmt::format("{:.1f}", separate["fps"].get<double>()));
+                 separate_fps);
       out["runs"].push_back(row);
     }
     int best_live = 0;
