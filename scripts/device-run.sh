@@ -8,6 +8,9 @@
 #   e2e        the sample video on the cuDNN engine vs the CPU engine; exported torchvision models vs PyTorch
 #   stem       the stem and classifier-head benchmark (fused kernel vs cuDNN)
 #   bench      the engine benchmark beside PyTorch (tools/bench, tools/bench_pytorch.py, compare_bench.py)
+#   variants   the engine benchmark again with other engine options: VC_BENCH_VARIANTS, ';'-separated option sets
+#              (e.g. "--branches serial;--max-plans 64 --batches 1"), each into bench-variant-N.{log,json}
+#   rss        scripts/rss-per-restart.sh with the cuDNN engine, NVDEC then CPU decoding (VC_RSS_RESTARTS, default 6)
 #   pipeline   tools/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
@@ -93,6 +96,26 @@ if want bench; then
     > "$out/bench_pytorch.log" 2>&1 || status=1
   [ -f "$out/bench.json" ] && [ -f "$out/bench_pytorch.json" ] &&
     python3 tools/compare_bench.py "$out/bench.json" "$out/bench_pytorch.json" | tee "$out/summary.txt"
+fi
+if want variants; then
+  IFS=';' read -r -a variants <<<"${VC_BENCH_VARIANTS:-}"
+  for i in "${!variants[@]}"; do
+    stage "bench variant $i: ${variants[$i]}"
+    defaults=()  # a variant may name its own sections, models or batches
+    [[ " ${variants[$i]} " == *" --only "* ]] || defaults+=(--only engine)
+    [[ " ${variants[$i]} " == *" --models "* ]] || defaults+=(--models "$models")
+    [[ " ${variants[$i]} " == *" --batches "* ]] || defaults+=(--batches "$batches")
+    # shellcheck disable=SC2086
+    bench "${defaults[@]}" ${variants[$i]} --json "$out/bench-variant-$i.json" 2>&1 |
+      tee "$out/bench-variant-$i.log" || status=1
+  done
+fi
+if want rss; then
+  for decoder in gpu cpu; do
+    stage "RSS per RTSP reconnect, cuDNN engine, $decoder decoding"
+    VC_ENGINE=cuda VC_DECODER=$decoder scripts/rss-per-restart.sh "${VC_RSS_RESTARTS:-6}" "$out/rss-$decoder" 2>&1 |
+      tail -n 12 || status=1
+  done
 fi
 if want pipeline; then
   stage "bench_pipeline"

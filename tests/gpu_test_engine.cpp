@@ -294,6 +294,49 @@ TEST_CASE("the CUDA graph replays exactly what eager execution computes; determi
   CHECK(a == graph.run(input.fp16.data()));
 }
 
+TEST_CASE("downsample convolutions beside their block's first convolution give the serial logits bit for bit") {
+  struct Case {
+    const char* arch;
+    int batch, size, branches;
+  };
+  // ResNet-18: layer2..4 open with a downsample (3 branches); ResNet-50: layer1..4 (4).
+  for (const auto& k : {Case{"resnet18", 2, 96, 3}, Case{"resnet50", 1, 128, 4}, Case{"resnet50", 3, 64, 4}}) {
+    CAPTURE(k.arch);
+    CAPTURE(k.batch);
+    const auto net = random_resnet(named_resnet(k.arch, 10), 11);
+    const auto input = random_fp16_input(size_t(k.batch) * k.size * k.size * 3);
+    CudnnEngineOptions o;
+    o.batch = k.batch;
+    o.deterministic = true;
+    // One cache: the engines differ only in how the branches are scheduled.
+    o.cache_path = (std::filesystem::temp_directory_path() / "vc-gpu-test-branches.json").string();
+    std::filesystem::remove(o.cache_path);
+    o.branches = BranchMode::Serial;
+    CudnnEngine serial(net, k.size, k.size, o);
+    o.branches = BranchMode::Concurrent;
+    CudnnEngine concurrent(net, k.size, k.size, o);
+    o.cuda_graph = false;
+    CudnnEngine eager(net, k.size, k.size, o);
+    o.cuda_graph = true;
+    o.branches = BranchMode::Auto;
+    CudnnEngine automatic(net, k.size, k.size, o);
+    std::filesystem::remove(o.cache_path);
+    CHECK(serial.report().branch_convs == k.branches);
+    CHECK(serial.report().branches == kBranchesSerial);
+    CHECK(concurrent.report().branches == kBranchesConcurrent);
+    CHECK(automatic.report().serial_ms > 0);
+    CHECK(automatic.report().concurrent_ms > 0);
+    MESSAGE(std::string(k.arch) << " batch " << k.batch << ": forward pass serial " << automatic.report().serial_ms
+                   << " ms, concurrent " << automatic.report().concurrent_ms << " ms -> " << automatic.report().branches);
+    const auto want = serial.run(input.fp16.data());
+    CHECK(want == concurrent.run(input.fp16.data()));
+    CHECK(want == eager.run(input.fp16.data()));
+    CHECK(want == automatic.run(input.fp16.data()));
+    CHECK(want == concurrent.run(input.fp16.data()));  // replayed again: nothing left over from the last run
+    CHECK(relative_error(want, CpuEngine(net, 0).forward(input.value, k.batch, k.size, k.size)) <= 1e-2);
+  }
+}
+
 TEST_CASE("autotuned algorithms are cached on disk and reused; overrides are honoured or rejected") {
   const auto net = random_resnet(named_resnet("resnet18", 10), 5);
   const auto cache = (std::filesystem::temp_directory_path() / "vc-gpu-test-algos.json").string();

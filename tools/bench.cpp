@@ -248,6 +248,12 @@ int main(int argc, char** argv) {
   std::string head = "auto";
   app.add_option("--head", head, "engine: pool + classifier as 'separate' kernels, 'fused', or 'auto' (timed)")
       ->check(CLI::IsMember({"auto", "separate", "fused"}));
+  std::string branches = "auto";
+  app.add_option("--branches", branches,
+                 "engine: downsample convolutions 'serial', 'concurrent' (beside the block's first conv) or 'auto' (timed)")
+      ->check(CLI::IsMember({"auto", "serial", "concurrent"}));
+  int max_plans = CudnnEngineOptions{}.max_graph_plans;
+  app.add_option("--max-plans", max_plans, "engine: graph-API plans timed per layer")->check(CLI::Range(1, 1000));
   app.add_flag("--cpu", cpu, "time the CPU reference engine (batch 1) instead");
   CLI11_PARSE(app, argc, argv);
   vc::log::set_level("warn");
@@ -321,7 +327,7 @@ int main(int argc, char** argv) {
     }
 
     fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>9} {:>16} {}\n", "model", "batch", "ms", "img/s", "cold s",
-               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers", "stem / head");
+               "cached s", "act MiB", "naive MiB", "GPU MiB", "graph-API layers", "stem / head / downsample branches");
     const auto cache = (std::filesystem::temp_directory_path() / "vc-bench-algos.json").string();
     for (const auto& m : parse_names(models)) {
       const auto net = random_resnet(named_resnet(m, 1000), 1);
@@ -333,10 +339,15 @@ int main(int argc, char** argv) {
         o.tf32_stem = tf32;
         o.fused_stem = !no_fused_stem;
         o.head = head == "fused" ? HeadMode::Fused : head == "separate" ? HeadMode::Separate : HeadMode::Auto;
-        double cold = 0;
+        o.branches = branches == "serial"       ? BranchMode::Serial
+                     : branches == "concurrent" ? BranchMode::Concurrent
+                                                : BranchMode::Auto;
+        o.max_graph_plans = max_plans;
+        double cold = 0, tuning_cold = 0;
         {
           CudnnEngine first(net, size, size, o);  // tunes and fills the cache
           cold = first.report().setup_seconds;
+          tuning_cold = first.report().tuning_seconds;
         }
         size_t free_before = 0, free_after = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
@@ -354,7 +365,10 @@ int main(int argc, char** argv) {
         fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>13}/{:<2} {}\n", m,
                    batch, ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
                    r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size(),
-                   r.stem + " / " + r.head);
+                   fmt::format("{} / {} / {}{}", r.stem, r.head, r.branches,
+                               r.concurrent_ms > 0 ? fmt::format(" (concurrent {:.4f} ms, serial {:.4f} ms)",
+                                                                 r.concurrent_ms, r.serial_ms)
+                                                   : ""));
         std::fflush(stdout);
         json convs = json::array();
         for (const auto& c : r.convs) {
@@ -364,13 +378,15 @@ int main(int argc, char** argv) {
         }
         results["engine"].push_back({{"model", m}, {"batch", batch}, {"size", size}, {"ms", ms},
                                      {"images_per_s", batch * 1000.0 / ms}, {"startup_cold_s", cold},
-                                     {"startup_cached_s", r.setup_seconds}, {"activation_bytes", r.activation_bytes},
+                                     {"startup_cached_s", r.setup_seconds}, {"tuning_cold_s", tuning_cold}, {"activation_bytes", r.activation_bytes},
                                      {"naive_activation_bytes", r.naive_activation_bytes},
                                      {"workspace_bytes", r.workspace_bytes}, {"weight_bytes", r.weight_bytes},
                                      {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"stem", r.stem},
                                      {"stem_note", r.stem_note}, {"head", r.head},
                                      {"head_fused_ms", r.head_fused_ms}, {"head_separate_ms", r.head_separate_ms},
-                                     {"convs", convs}});
+                                     {"branches", r.branches}, {"branch_convs", r.branch_convs},
+                                     {"serial_ms", r.serial_ms}, {"concurrent_ms", r.concurrent_ms},
+                                     {"max_graph_plans", max_plans}, {"convs", convs}});
         std::ofstream(json_path) << results.dump(2) << "\n";  // after every row: a cut-short run keeps its figures
       }
     }

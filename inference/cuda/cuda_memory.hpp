@@ -91,9 +91,10 @@ inline CudaStream make_stream() {
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return CudaStream(s);
 }
-inline CudaEvent make_event() {
+// cudaEventDefault times; cudaEventDisableTiming for events that only order streams.
+inline CudaEvent make_event(unsigned flags = cudaEventDefault) {
   cudaEvent_t e;
-  CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, flags));
   return CudaEvent(e);
 }
 

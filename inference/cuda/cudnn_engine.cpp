@@ -80,8 +80,13 @@ struct CudnnEngine::Impl {
   struct Step {
     StepTime info;  // name and layer (its ms filled by time_steps)
     std::function<void()> run;
+    bool branch = false;  // a downsample convolution that may run beside the next step (BranchMode)
   };
   std::vector<Step> steps;
+  bool concurrent = false;          // branch steps run on side_stream, joined after the step that follows them
+  CudaStream side_stream;
+  CudaEvent fork_event, join_event;
+  DeviceBuffer<uint8_t> side_workspace;  // the branch convolutions' own workspace (they overlap the main one's)
   CudaGraph graph;
   CudaGraphExec graph_exec;
 
@@ -124,20 +129,25 @@ struct CudnnEngine::Impl {
     choose_algorithms(prop);
     choose_head();
     build_steps();
+    prepare_branches();
     // Run once eagerly (loads every kernel), then capture the whole forward pass.
-    for (auto& step : steps) step.run();
+    run_steps();
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (opt.cuda_graph) capture();
+    choose_branches();
     report.setup_seconds = seconds_since(t0);
     log->info("cuDNN engine on {}: batch {}, {}x{}, activations {:.1f} MiB in {} buffers (naive {:.1f} MiB), "
               "workspace {:.1f} MiB, weights {:.1f} MiB, set-up {:.2f} s ({} cached, {} tuned)",
               report.gpu, opt.batch, h, w, report.activation_bytes / 1048576.0, report.activation_buffers,
               report.naive_activation_bytes / 1048576.0, report.workspace_bytes / 1048576.0,
               report.weight_bytes / 1048576.0, report.setup_seconds, report.cache_hits, report.cache_misses);
-    log->info("stem: {}{}; head: {}{}", report.stem,
+    log->info("stem: {}{}; head: {}{}; {} downsample convolution(s) {}{}", report.stem,
               report.stem_note.empty() ? "" : " (fused kernel not used: " + report.stem_note + ")", report.head,
               report.head_fused_ms > 0 ? fmt::format(" (fused {:.4f} ms, separate {:.4f} ms)", report.head_fused_ms,
                                                      report.head_separate_ms)
+                                       : "",
+              report.branch_convs, report.branches,
+              report.concurrent_ms > 0 ? fmt::format(" (forward pass concurrent {:.4f} ms, serial {:.4f} ms)",
+                                                     report.concurrent_ms, report.serial_ms)
                                        : "");
   }
 
@@ -196,16 +206,16 @@ struct CudnnEngine::Impl {
     }
   }
 
-  // Both heads give the same bits, so this is only about time: timed where it may be chosen (each takes a few
-  // microseconds; 20 calls per timed loop so that the events' resolution does not decide).
+  // Both heads give the same bits, so this is only about time: timed where it may be chosen, replayed in a CUDA
+  // graph (each takes a few microseconds).
   void choose_head() {
     switch (opt.head) {
       case HeadMode::Separate: head_fused = false; break;
       case HeadMode::Fused: head_fused = true; break;
       case HeadMode::Auto:
         if (opt.autotune && !opt.keep_all_values) {
-          report.head_separate_ms = float(median_gpu_ms(stream, [&] { run_head(false); }, 3, 7, 20));
-          report.head_fused_ms = float(median_gpu_ms(stream, [&] { run_head(true); }, 3, 7, 20));
+          report.head_separate_ms = float(median_replayed_ms(stream, [&] { run_head(false); }, 7));
+          report.head_fused_ms = float(median_replayed_ms(stream, [&] { run_head(true); }, 7));
           head_fused = report.head_fused_ms < report.head_separate_ms;
         }
         break;
@@ -470,7 +480,7 @@ struct CudnnEngine::Impl {
       choice.algorithm = int(c.algo);
       choice.math = math_name(math, c.fp32);
       if (!c.fp32 && opt.autotune && choice.source != "override") {
-        const auto graph_key = key + "|api";
+        const auto graph_key = key + "|api|graph-timed";  // (entries timed eagerly, before, are not reused)
         if (auto hit = cache.find(graph_key); hit && (!hit->graph || use_graph_plan(c, hit->algorithm))) {
           choice.tuned_ms = hit->ms;
         } else {
@@ -533,10 +543,13 @@ struct CudnnEngine::Impl {
     throw InternalError(fmt::format("cuDNN runs {} with none of its implicit-GEMM/GEMM algorithms", c.layer->name));
   }
 
-  // Median time of `fn` on the stream, in ms (a few warm-up runs first).
+  // Median GPU time of one call of `fn`, in ms, as a CUDA graph runs it (gpu_timer.hpp: eager timing of a
+  // small-batch convolution measures cuDNN's host overhead more than the kernel, and chose plans by it).
+  // Replays of about 1 ms, 7 timed. (Replays of 0.5 ms, 5 timed, cut the first start at batch 256 from 21 to 14 s
+  // but chose the slower of ResNet-50's near-tied plans at batch 1 more often: 2026-12-03, docs/BENCHMARKS.md.)
   template <typename Fn>
-  float time_on_stream(Fn fn, int reps = 7) {
-    return float(median_gpu_ms(stream, fn, /*warmup=*/2, /*loops=*/reps));
+  float time_on_stream(Fn fn) {
+    return float(median_replayed_ms(stream, fn, /*loops=*/7, /*target_ms=*/1.0));
   }
 
   GraphConvShape graph_shape(const Conv& c) const {
@@ -563,7 +576,6 @@ struct CudnnEngine::Impl {
 
   // Times the legacy choice against the first few graph-API plans; keeps the fastest.
   void tune_graph(Conv& c, ConvChoice& choice, void* tuning_workspace) {
-    constexpr int kMaxPlans = 8;
     const float legacy_ms = time_on_stream([&] { run_conv(c, tuning_workspace); });
     choice.legacy_ms = choice.tuned_ms = legacy_ms;
     std::unique_ptr<GraphConv> g;
@@ -575,7 +587,7 @@ struct CudnnEngine::Impl {
     }
     float best = INFINITY;
     int best_plan = -1;
-    for (int i = 0; i < std::min(kMaxPlans, g->candidate_count()); ++i) {
+    for (int i = 0; i < std::min(opt.max_graph_plans, g->candidate_count()); ++i) {
       if (!g->build(i) || size_t(g->workspace_size(i)) > opt.workspace_limit) continue;
       try {
         const float ms = time_on_stream([&] {
@@ -642,7 +654,12 @@ struct CudnnEngine::Impl {
             break;
           }
           const Conv* c = convs[next_conv++].get();
-          add(l.name, i, [this, c] { run_conv(*c, workspace.get()); });
+          if (is_branch(i)) {
+            add(l.name, i, [this, c] { run_conv(*c, concurrent ? side_workspace.get() : workspace.get()); });
+            steps.back().branch = true;
+          } else {
+            add(l.name, i, [this, c] { run_conv(*c, workspace.get()); });
+          }
           break;
         }
         case LayerKind::MaxPool:
@@ -661,16 +678,112 @@ struct CudnnEngine::Impl {
     }
   }
 
-  // Each step alone: calls per timed loop calibrated to ~20 ms, so that short steps are not lost in the events'
-  // resolution.
+  // Layer i may run beside layer i + 1: it is a convolution reading the same input as the convolution that
+  // follows it, and its output is read only as a later layer's residual (a downsample projection). Running it
+  // concurrently is safe with the buffer plan (assign_pool): its output and the next convolution's are both live
+  // at the next convolution, so they have different buffers, and the shared input is released only after the next
+  // convolution, when the two streams have joined.
+  bool is_branch(int i) const {
+    const auto& L = net.layers;
+    if (i == 0 || size_t(i) + 1 >= L.size() || L[size_t(i)].kind != LayerKind::Conv) return false;
+    const Layer& l = L[size_t(i)];
+    const Layer& next = L[size_t(i) + 1];
+    if (next.kind != LayerKind::Conv || next.input != l.input || next.residual == l.output) return false;
+    for (size_t j = size_t(i) + 1; j < L.size(); ++j) {
+      if (L[j].input == l.output) return false;
+    }
+    return true;
+  }
+
+  // The side stream, its events and its workspace, where there are branches to run on it.
+  void prepare_branches() {
+    size_t bytes = 0;
+    for (const auto& c : convs) {
+      if (!is_branch(int(c->layer - net.layers.data()))) continue;
+      ++report.branch_convs;
+      bytes = std::max(bytes, c->workspace);
+    }
+    report.branches = kBranchesSerial;
+    if (report.branch_convs == 0 || opt.branches == BranchMode::Serial) return;
+    side_stream = make_stream();
+    fork_event = make_event(cudaEventDisableTiming);
+    join_event = make_event(cudaEventDisableTiming);
+    side_workspace = DeviceBuffer<uint8_t>(bytes);
+    report.workspace_bytes += bytes;
+    concurrent = opt.branches == BranchMode::Concurrent;
+    if (concurrent) report.branches = kBranchesConcurrent;
+  }
+
+  // The forward pass, eagerly or under capture: a branch step is forked onto the side stream (with the cuDNN
+  // handle moved there for its call) and joined back after the step that follows it.
+  void run_steps() {
+    bool joining = false;
+    for (auto& step : steps) {
+      if (step.branch && concurrent) {
+        CUDA_CHECK(cudaEventRecord(fork_event, stream));
+        CUDA_CHECK(cudaStreamWaitEvent(side_stream, fork_event, 0));
+        CUDNN_CHECK(cudnnSetStream(handle, side_stream));
+        try {
+          step.run();
+        } catch (...) {
+          cudnnSetStream(handle, stream);
+          throw;
+        }
+        CUDNN_CHECK(cudnnSetStream(handle, stream));
+        CUDA_CHECK(cudaEventRecord(join_event, side_stream));
+        joining = true;
+        continue;
+      }
+      step.run();
+      if (joining) {
+        CUDA_CHECK(cudaStreamWaitEvent(stream, join_event, 0));
+        joining = false;
+      }
+    }
+    if (joining) CUDA_CHECK(cudaStreamWaitEvent(stream, join_event, 0));
+  }
+
+  // Captures the forward pass (serial or concurrent); with BranchMode::Auto both, timed as whole graph replays,
+  // and keeps the faster.
+  void choose_branches() {
+    if (!opt.cuda_graph) return;
+    const bool time_both = opt.branches == BranchMode::Auto && report.branch_convs > 0 && opt.autotune;
+    if (!time_both) {
+      capture();
+      return;
+    }
+    concurrent = false;
+    capture();
+    report.serial_ms = float(time_graph());
+    CudaGraph serial_graph = std::move(graph);
+    CudaGraphExec serial_exec = std::move(graph_exec);
+    concurrent = true;
+    capture();
+    report.concurrent_ms = float(time_graph());
+    if (report.serial_ms <= report.concurrent_ms) {
+      concurrent = false;
+      graph = std::move(serial_graph);
+      graph_exec = std::move(serial_exec);
+    }
+    report.branches = concurrent ? kBranchesConcurrent : kBranchesSerial;
+  }
+
+  // Median milliseconds of one replay of graph_exec: calls per loop sized to about 5 ms (at most 20).
+  double time_graph() {
+    const auto replay = [this] { CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); };
+    const double one = median_gpu_ms(stream, replay, 2, 1);
+    const int calls = std::clamp(int(5.0 / std::max(one, 0.001)), 1, 20);
+    return median_gpu_ms(stream, replay, 1, 7, calls);
+  }
+
+  // Each step alone, replayed in a CUDA graph of as many copies as make about 2 ms (at most 200): the GPU's time
+  // for the step in a graph, without the host's launch overhead.
   std::vector<StepTime> time_steps(int loops) {
     CUDA_CHECK(cudaSetDevice(opt.device));
     std::vector<StepTime> out;
     for (auto& step : steps) {
-      const double one = median_gpu_ms(stream, step.run, 2, 1);
-      const int calls = std::clamp(int(20.0 / std::max(one, 0.001)), 1, 2000);
       out.push_back(step.info);
-      out.back().ms = median_gpu_ms(stream, step.run, 0, loops, calls);
+      out.back().ms = median_replayed_ms(stream, step.run, loops, 2.0, 200);
     }
     return out;
   }
@@ -679,7 +792,7 @@ struct CudnnEngine::Impl {
     cudaGraph_t g;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      for (auto& step : steps) step.run();
+      run_steps();
     } catch (...) {
       cudaStreamEndCapture(stream, &g);
       if (g) cudaGraphDestroy(g);
@@ -697,7 +810,7 @@ struct CudnnEngine::Impl {
     if (graph_exec.get()) {
       CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
     } else {
-      for (auto& step : steps) step.run();
+      run_steps();
     }
   }
 };

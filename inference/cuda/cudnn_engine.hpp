@@ -4,8 +4,9 @@
 //   Tensor Cores (FP32 accumulation), each conv + bias (+ residual) (+ ReLU) one fused cuDNN call ->
 //   global average pool to FP32 -> FP32 classifier.
 // Algorithms are autotuned on the real shapes at start-up — for each FP16 layer the best legacy algorithm and the
-// best graph-API plan are timed and the faster kept — and cached on disk; activations live in a few reused
-// buffers; everything is allocated in the constructor; the forward pass is captured once in a CUDA graph.
+// best graph-API plan are timed (replayed in CUDA graphs) and the faster kept — and cached on disk; activations
+// live in a few reused buffers; everything is allocated in the constructor; the forward pass is captured once in a
+// CUDA graph.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -24,12 +25,21 @@ namespace vc::inference {
 // pooled features), else the two kernels.
 enum class HeadMode { Auto, Separate, Fused };
 
+// Each downsample convolution (the 1x1 projection of a block's input onto the residual path) reads the same input
+// as the block's first convolution and is needed only by its last: it can run beside that first convolution, on a
+// second stream forked and joined inside the CUDA graph. At small batches, where one convolution fills a fraction
+// of the GPU, that hides most of its time. Auto: the faster whole forward pass, both captured and timed at start-up
+// (with autotune and a CUDA graph), else serial.
+enum class BranchMode { Auto, Serial, Concurrent };
+
 struct CudnnEngineOptions {
   int batch = 1;
   int device = 0;
   bool tf32_stem = false;          // allow TF32 Tensor Cores in the FP32 stem (explicit precision choice)
   bool fused_stem = true;          // strict precision: the fused stem kernel where it runs (sm_80+, 7x7/2 stem)
   HeadMode head = HeadMode::Auto;
+  BranchMode branches = BranchMode::Auto;
+  int max_graph_plans = 16;        // graph-API plans timed per layer (cuDNN's heuristic ranking, best first)
   bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
   std::string cache_path;          // algorithm cache file; "" = none
   size_t workspace_limit = size_t(256) << 20;
@@ -57,6 +67,9 @@ struct ConvChoice {
 inline constexpr const char* kStemFused = "fused 2xFP16 kernel";
 inline constexpr const char* kStemCudnnFp32 = "cuDNN FP32";
 inline constexpr const char* kStemCudnnTf32 = "cuDNN TF32";
+// EngineReport::branches: how the downsample convolutions ran.
+inline constexpr const char* kBranchesSerial = "serial";
+inline constexpr const char* kBranchesConcurrent = "concurrent";
 // EngineReport::head: what ran the global average pool and the classifier.
 inline constexpr const char* kHeadSeparate = "pool + classifier kernels";
 inline constexpr const char* kHeadFused = "fused pool + classifier kernel";
@@ -67,6 +80,9 @@ struct EngineReport {
   std::string stem_note;           // why the fused kernel did not run ("" when it did)
   std::string head;                // kHeadSeparate or kHeadFused
   float head_separate_ms = 0, head_fused_ms = 0;  // as timed at start-up (HeadMode::Auto; 0 when not timed)
+  std::string branches;            // kBranchesSerial or kBranchesConcurrent
+  int branch_convs = 0;            // downsample convolutions that can run beside their block's first convolution
+  float serial_ms = 0, concurrent_ms = 0;  // the whole forward pass both ways (BranchMode::Auto; 0 when not timed)
   size_t weight_bytes = 0;
   size_t activation_bytes = 0;     // with buffer reuse
   size_t naive_activation_bytes = 0;  // one buffer per layer output

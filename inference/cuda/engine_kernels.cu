@@ -37,31 +37,69 @@ __global__ void max_pool_kernel(const float* __restrict__ in, int n, int h, int 
   out[i] = __float2half_rn(m);
 }
 
-// The mean of one channel of one image: shared by the separate and the fused head, so both sum in one order.
+// The mean of one channel of one image, in a fixed order both heads share (so they give the same bits): positions
+// j = k, k + kPoolParts, ... summed into part k, then the parts added in order k = 0, 1, ... The separate pool
+// kernel computes the parts in parallel (one thread each: a few loads in flight per thread instead of hw
+// dependent ones), the fused head sequentially.
+constexpr int kPoolParts = 8;
+__device__ __forceinline__ float channel_part(const __half* __restrict__ p, int hw, int c, int k) {
+  float part = 0.f;
+#pragma unroll 7
+  for (int j = k; j < hw; j += kPoolParts) part += __half2float(p[size_t(j) * c]);
+  return part;
+}
 __device__ __forceinline__ float channel_mean(const __half* __restrict__ p, int hw, int c) {
-  float sum = 0.f;
-  for (int j = 0; j < hw; ++j) sum += __half2float(p[size_t(j) * c]);
-  return sum / float(hw);
+  float total = 0.f;
+  for (int k = 0; k < kPoolParts; ++k) total += channel_part(p, hw, c, k);
+  return total / float(hw);
 }
 
+// CTA (channel block x, image y): 32 channels (one per lane) x kPoolParts parts (one per warp), reduced through
+// shared memory in channel_mean's order.
 __global__ void global_avg_pool_kernel(const __half* __restrict__ in, int n, int hw, int c, float* __restrict__ out) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= size_t(n) * c) return;
-  const int ch = int(i % c), b = int(i / c);
-  out[i] = channel_mean(in + size_t(b) * hw * c + ch, hw, c);
+  __shared__ float parts[kPoolParts][32];
+  const int lane = int(threadIdx.x), k = int(threadIdx.y), b = int(blockIdx.y);
+  const int ch = int(blockIdx.x) * 32 + lane;
+  if (ch < c) parts[k][lane] = channel_part(in + size_t(b) * hw * c + ch, hw, c, k);
+  __syncthreads();
+  if (k != 0 || ch >= c) return;
+  float total = 0.f;
+  for (int j = 0; j < kPoolParts; ++j) total += parts[j][lane];
+  out[size_t(b) * c + ch] = total / float(hw);
 }
 
-// out[b0 + r][o] for r < rows (at most R) with one warp: lane-strided FP32 FMAs over the features (x(r, i)), the
-// weight row read once for all rows, a shuffle reduction. Shared by both heads (same order, same bits).
+// out[b0 + r][o] for r < rows (at most R) with one warp: each lane takes groups of 4 features (16-byte loads of
+// the weight row, several in flight) — lane-strided scalars when the feature count is not a multiple of 4 — with
+// FP32 FMAs in a fixed order, the weight row read once for all rows, then a shuffle reduction. Shared by both heads
+// (same order, same bits). x(r, i) reads feature i of row r; the rows and the weight rows must be 16-byte aligned
+// when in_f % 4 == 0 (cudaMalloc'd, shared memory).
 template <int R, typename Features>
 __device__ __forceinline__ void classify_rows(Features x, int rows, int in_f, const float* __restrict__ wrow,
                                               float bias, int lane, float* __restrict__ out, int out_stride) {
   float acc[R] = {};
-  for (int i = lane; i < in_f; i += 32) {
-    const float wv = wrow[i];
+  if (in_f % 4 == 0) {
+    const auto* w4 = reinterpret_cast<const float4*>(wrow);
+#pragma unroll 4
+    for (int g = lane; g < in_f / 4; g += 32) {
+      const float4 wv = w4[g];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r < rows) acc[r] += wv * x(r, i);
+      for (int r = 0; r < R; ++r) {
+        if (r < rows) {
+          const float4 xv = x.quad(r, g);
+          acc[r] += wv.x * xv.x;
+          acc[r] += wv.y * xv.y;
+          acc[r] += wv.z * xv.z;
+          acc[r] += wv.w * xv.w;
+        }
+      }
+    }
+  } else {
+    for (int i = lane; i < in_f; i += 32) {
+      const float wv = wrow[i];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r < rows) acc[r] += wv * x.at(r, i);
+      }
     }
   }
 #pragma unroll
@@ -72,6 +110,14 @@ __device__ __forceinline__ void classify_rows(Features x, int rows, int in_f, co
   }
 }
 
+// Row-major features [row][stride] (global or shared memory), as classify_rows reads them.
+struct FeatureRows {
+  const float* __restrict__ p;
+  int stride;
+  __device__ float at(int r, int i) const { return p[size_t(r) * stride + i]; }
+  __device__ float4 quad(int r, int g) const { return reinterpret_cast<const float4*>(p + size_t(r) * stride)[g]; }
+};
+
 // One warp per (output feature, group of kRows images): the weight row is read once per group, the dot
 // products are reduced with shuffles. Plain FP32 FMA: no Tensor Cores, no TF32.
 constexpr int kRows = 8;
@@ -81,9 +127,8 @@ __global__ void fully_connected_kernel(const float* __restrict__ in, int n, int 
   const int groups = (n + kRows - 1) / kRows;
   if (warp >= out_f * groups) return;
   const int o = warp % out_f, b0 = (warp / out_f) * kRows;
-  const float* x = in + size_t(b0) * in_f;
-  classify_rows<kRows>([x, in_f](int r, int i) { return x[size_t(r) * in_f + i]; }, min(kRows, n - b0), in_f,
-                       weight + size_t(o) * in_f, bias[o], lane, out + size_t(b0) * out_f + o, out_f);
+  classify_rows<kRows>(FeatureRows{in + size_t(b0) * in_f, in_f}, min(kRows, n - b0), in_f, weight + size_t(o) * in_f,
+                       bias[o], lane, out + size_t(b0) * out_f + o, out_f);
 }
 
 // The fused head: CTA (x, y) pools images [x R, x R + R) into shared memory, then its warps take the classes of
@@ -102,8 +147,8 @@ __global__ void pooled_classifier_kernel(const __half* __restrict__ in, int n, i
   const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
   const int o_end = min(out_f, int(blockIdx.y + 1) * classes_per_cta);
   for (int o = int(blockIdx.y) * classes_per_cta + int(threadIdx.x) / 32; o < o_end; o += warps) {
-    classify_rows<R>([c](int r, int i) { return pooled[r * c + i]; }, rows, c, weight + size_t(o) * c, bias[o], lane,
-                     out + size_t(b0) * out_f + o, out_f);
+    classify_rows<R>(FeatureRows{pooled, c}, rows, c, weight + size_t(o) * c, bias[o], lane, out + size_t(b0) * out_f + o,
+                     out_f);
   }
 }
 
@@ -123,7 +168,9 @@ void launch_max_pool(const float* in, int n, int h, int w, int c, int kernel, in
 }
 
 void launch_global_avg_pool(const __half* in, int n, int hw, int c, float* out, cudaStream_t stream) {
-  global_avg_pool_kernel<<<blocks_for(size_t(n) * c), kThreads, 0, stream>>>(in, n, hw, c, out);
+  if (n < 1 || n > 65535 || hw < 1 || c < 1) throw InternalError("launch_global_avg_pool: bad shape");
+  global_avg_pool_kernel<<<dim3(unsigned((c + 31) / 32), unsigned(n)), dim3(32, kPoolParts), 0, stream>>>(in, n, hw, c,
+                                                                                                      out);
   CUDA_CHECK_LAUNCH();
 }
 

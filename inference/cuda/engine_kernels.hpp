@@ -17,7 +17,9 @@ void launch_fully_connected(const float* in, int n, int in_features, const float
 // Global average pool + classifier in one launch (in: n x hw x c FP16, out: n x out_features FP32): the same
 // sums in the same order as the two kernels above, so the logits are bit-identical, without the pooled features'
 // round trip through memory. Each CTA pools a few images and computes a slice of the classes for them, so the
-// pooling is repeated once per slice: a win at small batches, where launches dominate (the engine times both).
+// pooling is repeated once per slice. Since the separate pool spreads each channel over 8 warps it is the slower
+// of the two at every ResNet head measured on the H200 (docs/BENCHMARKS.md); it can win with few classes, and
+// the engine times both.
 // `multiprocessors` sizes the grid.
 void launch_pooled_classifier(const __half* in, int n, int hw, int c, const float* weight, const float* bias,
                               int out_features, float* out, int multiprocessors, cudaStream_t stream);

@@ -1,4 +1,4 @@
-// Timing GPU work with CUDA events: the engine's autotuner and the benchmarks share this one timer.
+// Timing GPU work with CUDA events: the engine's autotuner and the benchmarks share these timers.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,6 +27,42 @@ double median_gpu_ms(cudaStream_t stream, Fn&& fn, int warmup, int loops, int ca
   }
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];
+}
+
+// Median milliseconds per call of `fn` as the GPU runs it inside a CUDA graph — the way the engine runs its forward
+// pass: `calls` calls captured once into a graph, one warm-up replay, then `loops` timed replays. Eager calls of a
+// few-microsecond kernel measure the host's launch overhead as much as the GPU (cuDNN's host side takes longer
+// than such a kernel, so the GPU waits between calls); a replay does not. Throws what `fn` or CUDA throws, with
+// the capture ended.
+template <typename Fn>
+double median_graph_ms(cudaStream_t stream, Fn&& fn, int calls, int loops) {
+  calls = std::max(calls, 1);
+  cudaGraph_t g = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < calls; ++i) fn();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+  const CudaGraph graph(g);
+  cudaGraphExec_t e = nullptr;
+  CUDA_CHECK(cudaGraphInstantiate(&e, graph, 0));
+  const CudaGraphExec exec(e);
+  const double ms = median_gpu_ms(stream, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 1, loops);
+  return ms / calls;
+}
+
+// median_graph_ms with the calls per graph sized from one eager call so that a replay lasts about
+// `target_ms` (between 2 and max_calls calls).
+template <typename Fn>
+double median_replayed_ms(cudaStream_t stream, Fn&& fn, int loops, double target_ms = 1.0, int max_calls = 20) {
+  const double one = median_gpu_ms(stream, fn, 1, 1);
+  const int calls = std::clamp(int(target_ms / std::max(one, 0.001)), 2, std::max(max_calls, 2));
+  return median_graph_ms(stream, fn, calls, loops);
 }
 
 }  // namespace vc::inference
