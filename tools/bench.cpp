@@ -254,6 +254,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "serial", "concurrent"}));
   int max_plans = CudnnEngineOptions{}.max_graph_plans;
   app.add_option("--max-plans", max_plans, "engine: graph-API plans timed per layer")->check(CLI::Range(1, 1000));
+  float tie_tolerance = CudnnEngineOptions{}.tie_tolerance;
+  app.add_option("--tie-tolerance", tie_tolerance,
+                 "engine: plans within this fraction of a layer's fastest are settled on the whole forward pass (0: off)")
+      ->check(CLI::Range(0.f, 10.f));
   app.add_flag("--cpu", cpu, "time the CPU reference engine (batch 1) instead");
   CLI11_PARSE(app, argc, argv);
   vc::log::set_level("warn");
@@ -343,11 +347,17 @@ int main(int argc, char** argv) {
                      : branches == "concurrent" ? BranchMode::Concurrent
                                                 : BranchMode::Auto;
         o.max_graph_plans = max_plans;
-        double cold = 0, tuning_cold = 0;
+        o.tie_tolerance = tie_tolerance;
+        double cold = 0;
+        json tuning;
         {
           CudnnEngine first(net, size, size, o);  // tunes and fills the cache
-          cold = first.report().setup_seconds;
-          tuning_cold = first.report().tuning_seconds;
+          const auto& f = first.report();
+          cold = f.setup_seconds;
+          tuning = {{"tuning_s", f.tuning_seconds}, {"plan_build_s", f.plan_build_seconds},
+                    {"tie_tolerance", o.tie_tolerance}, {"tie_groups", f.tie_groups}, {"tie_trials", f.tie_trials},
+                    {"tie_swaps", f.tie_swaps}, {"ties_before_ms", f.ties_before_ms},
+                    {"ties_after_ms", f.ties_after_ms}, {"tie_s", f.tie_seconds}};
         }
         size_t free_before = 0, free_after = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
@@ -368,7 +378,9 @@ int main(int argc, char** argv) {
                    fmt::format("{} / {} / {}{}", r.stem, r.head, r.branches,
                                r.concurrent_ms > 0 ? fmt::format(" (concurrent {:.4f} ms, serial {:.4f} ms)",
                                                                  r.concurrent_ms, r.serial_ms)
-                                                   : ""));
+                                                   : "") +
+                       fmt::format("; first start: {} of {} tie swaps kept", tuning["tie_swaps"].get<int>(),
+                                   tuning["tie_trials"].get<int>()));
         std::fflush(stdout);
         json convs = json::array();
         for (const auto& c : r.convs) {
@@ -378,7 +390,7 @@ int main(int argc, char** argv) {
         }
         results["engine"].push_back({{"model", m}, {"batch", batch}, {"size", size}, {"ms", ms},
                                      {"images_per_s", batch * 1000.0 / ms}, {"startup_cold_s", cold},
-                                     {"startup_cached_s", r.setup_seconds}, {"tuning_cold_s", tuning_cold}, {"activation_bytes", r.activation_bytes},
+                                     {"startup_cached_s", r.setup_seconds}, {"tuning_cold_s", tuning["tuning_s"]}, {"first_start", tuning}, {"activation_bytes", r.activation_bytes},
                                      {"naive_activation_bytes", r.naive_activation_bytes},
                                      {"workspace_bytes", r.workspace_bytes}, {"weight_bytes", r.weight_bytes},
                                      {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"stem", r.stem},

@@ -40,6 +40,11 @@ struct CudnnEngineOptions {
   HeadMode head = HeadMode::Auto;
   BranchMode branches = BranchMode::Auto;
   int max_graph_plans = 16;        // graph-API plans timed per layer (cuDNN's heuristic ranking, best first)
+  // Plans whose times alone are within this fraction of a layer's fastest are decided by the whole forward pass's
+  // replay time (with autotune and a CUDA graph): a layer's time alone misses how it runs between its neighbours.
+  // On the H200 (2026-12-04, docs/BENCHMARKS.md) it kept 0-3 swaps per first start and shortened the pass by up
+  // to 1.2 %, for 0.1-4 s more of a first start (cached starts run the settled plans). 0 = each layer's fastest alone.
+  float tie_tolerance = 0.03f;
   bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
   std::string cache_path;          // algorithm cache file; "" = none
   size_t workspace_limit = size_t(256) << 20;
@@ -89,7 +94,13 @@ struct EngineReport {
   size_t workspace_bytes = 0;
   int activation_buffers = 0;
   double setup_seconds = 0;
-  double tuning_seconds = 0;
+  double tuning_seconds = 0;       // choosing every convolution's algorithm (cache hits make it ~0)
+  double plan_build_seconds = 0;   // of which compiling graph-API plans
+  // Near-tied plans settled on the whole forward pass (CudnnEngineOptions::tie_tolerance; 0 when none were tuned):
+  int tie_groups = 0;              // layer shapes with near-tied plans
+  int tie_trials = 0, tie_swaps = 0;  // forward passes timed with another plan; swaps kept
+  float ties_before_ms = 0, ties_after_ms = 0;  // the forward pass before and after
+  double tie_seconds = 0;
   int cache_hits = 0, cache_misses = 0;
   std::vector<ConvChoice> convs;
 };
