@@ -14,6 +14,7 @@
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "pipeline/runner.hpp"
+#include "service/server.hpp"
 
 namespace vc::app {
 
@@ -41,7 +42,11 @@ int classify(const config::Config& config) {
   // A closed pipe is an error on the write that hit it (results to `| head`), not a silent death: the run stops,
   // finalizes its outputs and exits 74.
   std::signal(SIGPIPE, SIG_IGN);
-  const auto s = pipeline::run(config, stop_requests);
+  pipeline::Runner runner(config);
+  // The service stands above the pipeline: it reads the run through the runner's control interface.
+  std::unique_ptr<service::Server> server;
+  if (config.metrics.enabled) server = std::make_unique<service::Server>(config.metrics, runner.control());
+  const auto s = runner.run(stop_requests);
   auto log = vc::log::get("app");
   log->info("summary ({}):\n{}", s.engine, pipeline::format_summary(s));
   for (const auto& p : s.problems) log->error("{}", p);

@@ -10,8 +10,8 @@
 #include "inference/classifier.hpp"
 #include "inference/cuda/diagnose.hpp"
 #include "inference/cuda/gpu_info.hpp"
-#include "pipeline/frame_hub.hpp"
-#include "pipeline/stream.hpp"
+#include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/sources/stream.hpp"
 
 namespace vc::app {
 namespace {

@@ -9,11 +9,11 @@
 #include "config/errors.hpp"
 #include "config/version.hpp"
 #include "inference/cuda/gpu_info.hpp"
-#include "pipeline/decoders.hpp"
-#include "pipeline/gst_probe.hpp"
-#include "pipeline/metrics_server.hpp"
-#include "pipeline/mqtt_sink.hpp"
-#include "pipeline/video_output.hpp"
+#include "pipeline/outputs/video_output.hpp"
+#include "pipeline/results/mqtt_sink.hpp"
+#include "pipeline/sources/decoders.hpp"
+#include "pipeline/sources/gst_probe.hpp"
+#include "service/server.hpp"
 
 namespace vc::app {
 namespace {
@@ -100,7 +100,7 @@ int run_doctor(const config::Config& config, std::ostream& out) {
     }
     if (config.metrics.enabled) {
       std::string why;
-      const bool free = pipeline::MetricsServer::port_free(config.metrics.address, config.metrics.port, why);
+      const bool free = service::Server::port_free(config.metrics.address, config.metrics.port, why);
       line(out, free ? "ok" : "FAIL", "metrics port",
            fmt::format("{}:{} {}", config.metrics.address, config.metrics.port, free ? "is free" : "cannot be used: " + why));
       service_down |= !free;

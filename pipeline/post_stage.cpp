@@ -57,7 +57,7 @@ void PostStage::finish() {
   }
 }
 
-std::optional<SourceFailure> PostStage::failure() const {
+std::optional<Failure> PostStage::failure() const {
   std::lock_guard lock(failure_mutex_);
   return failure_;
 }
@@ -71,7 +71,7 @@ std::vector<SinkStatus> PostStage::sink_status() const {
 void PostStage::fail(ExitCode code, const std::string& message) {
   std::lock_guard lock(failure_mutex_);
   if (!failure_) {
-    failure_ = SourceFailure{code, message};
+    failure_ = Failure{code, message};
     vc::log::get("pipeline")->error("{}", message);
   }
   wants_stop_ = true;

@@ -12,12 +12,12 @@
 
 #include "config/config.hpp"
 #include "inference/postprocess.hpp"
-#include "pipeline/bounded_queue.hpp"
-#include "pipeline/frame.hpp"
-#include "pipeline/gst_source.hpp"
-#include "pipeline/output_stage.hpp"
-#include "pipeline/results.hpp"
-#include "pipeline/stats.hpp"
+#include "pipeline/batching/bounded_queue.hpp"
+#include "pipeline/core/failure.hpp"
+#include "pipeline/core/frame.hpp"
+#include "pipeline/core/stats.hpp"
+#include "pipeline/outputs/output_stage.hpp"
+#include "pipeline/results/results.hpp"
 
 namespace vc::pipeline {
 
@@ -45,7 +45,7 @@ class PostStage {
   void finish();
 
   // The first sink failure (results could not be written: vc::IoError), once it happened.
-  [[nodiscard]] std::optional<SourceFailure> failure() const;
+  [[nodiscard]] std::optional<Failure> failure() const;
   [[nodiscard]] bool wants_stop() const { return wants_stop_.load(); }
   // What each sink dropped (best-effort sinks), for the summary: (name, count).
   [[nodiscard]] std::vector<SinkStatus> sink_status() const;
@@ -74,7 +74,7 @@ class PostStage {
   BoundedQueue<Item> queue_;
   std::atomic<bool> wants_stop_{false};
   mutable std::mutex failure_mutex_;
-  std::optional<SourceFailure> failure_;
+  std::optional<Failure> failure_;
   bool finished_ = false;
   std::thread thread_;  // last: started when everything it uses exists
 };

@@ -11,14 +11,13 @@
 
 #include "config/logging.hpp"
 #include "inference/classifier.hpp"
-#include "pipeline/frame_hub.hpp"
-#include "pipeline/gst_cuda.hpp"
-#include "pipeline/metrics_server.hpp"
-#include "pipeline/mqtt_sink.hpp"
-#include "pipeline/output_stage.hpp"
+#include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/outputs/output_stage.hpp"
 #include "pipeline/post_stage.hpp"
-#include "pipeline/results.hpp"
-#include "pipeline/stream.hpp"
+#include "pipeline/results/mqtt_sink.hpp"
+#include "pipeline/results/results.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
+#include "pipeline/sources/stream.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -186,74 +185,136 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
 
 }  // namespace
 
-RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
-  auto log = vc::log::get("pipeline");
-  refuse_overwriting_inputs(cfg);
-  auto classifier = inference::Classifier::create(cfg);
-  const std::string model_name = classifier->architecture().size() > 40 ? "ResNet" : classifier->architecture();
-
-  // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on.
-  const bool draw = cfg.output.kind != config::OutputKind::None;
-  ContextPtr cuda_context;
-  if (classifier->cuda_device() >= 0 && !draw) {
-    try {
-      cuda_context.reset(make_shared_cuda_context(classifier->cuda_device()));
-    } catch (const Error& e) {
-      log->warn("NVDEC frames will be copied through host memory: {}", e.what());
+class Runner::Impl final : public RunControl {
+ public:
+  explicit Impl(const config::Config& config) : cfg_(config) {
+    refuse_overwriting_inputs(cfg_);
+    classifier_ = inference::Classifier::create(cfg_);
+    const std::string model_name = classifier_->architecture().size() > 40 ? "ResNet" : classifier_->architecture();
+    // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on.
+    const bool draw = cfg_.output.kind != config::OutputKind::None;
+    if (classifier_->cuda_device() >= 0 && !draw) {
+      try {
+        cuda_context_.reset(make_shared_cuda_context(classifier_->cuda_device()));
+      } catch (const Error& e) {
+        log_->warn("NVDEC frames will be copied through host memory: {}", e.what());
+      }
     }
+    std::vector<QueuePolicy> policies;
+    for (const auto& in : cfg_.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
+    hub_ = std::make_unique<FrameHub>(policies);
+    std::vector<StreamStats*> stats;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
+      // Events come only from running streams, and streams start once the post stage exists.
+      StreamEnvironment env{hub_.get(), [this](StreamEvent e) { post_->submit(std::move(e)); }, cuda_context_.get(), &stopping_};
+      streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], cuda_context_ != nullptr, env));
+      stats.push_back(&streams_.back()->stats());
+      names.push_back(streams_.back()->stats().name);
+      shared_stats_.push_back(streams_.back()->shared_stats());
+    }
+    outputs_ = std::make_unique<OutputStage>(cfg_, stats, classifier_->engine_name(), model_name);
+    std::vector<std::unique_ptr<ResultSink>> sinks;
+    if (!cfg_.output.results.empty()) {
+      sinks.push_back(std::make_unique<JsonLinesSink>(cfg_.output.results, names, cfg_.output.results_timing));
+    }
+    if (cfg_.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg_.mqtt, names));
+    post_ = std::make_unique<PostStage>(cfg_, classifier_->labels(), classifier_->num_classes(), stats, std::move(sinks),
+                                        *outputs_);
   }
 
-  std::vector<QueuePolicy> policies;
-  for (const auto& in : cfg.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
-  FrameHub hub(policies);
-  std::atomic<bool> stopping{false};
-  PostStage* events_to = nullptr;  // set below, before any stream starts (events come only from running streams)
-  std::vector<std::unique_ptr<Stream>> streams;
-  for (size_t i = 0; i < cfg.inputs.size(); ++i) {
-    StreamEnvironment env{&hub, [&events_to](StreamEvent e) { events_to->submit(std::move(e)); }, cuda_context.get(), &stopping};
-    streams.push_back(std::make_unique<Stream>(int(i), cfg.inputs[i], cuda_context != nullptr, env));
-  }
-  std::vector<StreamStats*> stats;
-  std::vector<std::string> names;
-  for (auto& s : streams) {
-    stats.push_back(&s->stats());
-    names.push_back(s->stats().name);
-  }
-  OutputStage outputs(cfg, stats, classifier->engine_name(), model_name);
-  std::vector<std::unique_ptr<ResultSink>> sinks;
-  if (!cfg.output.results.empty()) sinks.push_back(std::make_unique<JsonLinesSink>(cfg.output.results, names, cfg.output.results_timing));
-  if (cfg.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg.mqtt, names));
-  PostStage post(cfg, classifier->labels(), classifier->num_classes(), stats, std::move(sinks), outputs);
-  events_to = &post;
-  EngineStats engine_stats;
-  std::unique_ptr<MetricsServer> metrics;
-  if (cfg.metrics.enabled) {
-    MetricsSources sources{{stats.begin(), stats.end()}, &engine_stats, [&post] { return post.sink_status(); },
-                           classifier->engine_name(), classifier->cuda_device()};
-    metrics = std::make_unique<MetricsServer>(cfg.metrics, std::move(sources));
-  }
+  // RunControl.
+  std::vector<std::shared_ptr<const StreamStats>> streams() const override { return shared_stats_; }
+  const EngineStats& engine() const override { return engine_stats_; }
+  std::vector<SinkStatus> sinks() const override { return post_->sink_status(); }
+  std::string engine_name() const override { return classifier_->engine_name(); }
+  int cuda_device() const override { return classifier_->cuda_device(); }
 
-  RunSummary summary;
-  summary.engine = classifier->engine_name();
-  const auto start = Clock::now();
-  bool any_live = false, any_file = false;
-  for (auto& s : streams) (s->live() ? any_live : any_file) = true;
-  Progress progress(any_file);
-  PerfReport perf(cfg.logging.perf_interval_s, any_live);
-
-  auto shut_down = [&] {
-    stopping = true;
-    hub.shutdown();
+  RunSummary run(const std::atomic<int>& stop) {
+    RunSummary summary;
+    summary.engine = classifier_->engine_name();
+    const auto start = Clock::now();
+    bool any_live = false, any_file = false;
+    for (auto& s : streams_) (s->live() ? any_live : any_file) = true;
+    Progress progress(any_file);
+    PerfReport perf(cfg_.logging.perf_interval_s, any_live);
+    try {
+      for (auto& s : streams_) s->start();
+      engine_stats_.ready = true;
+      const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
+      const size_t max_batch = size_t(classifier_->max_batch());
+      for (;;) {
+        if (!stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop())) {
+          stopping_ = true;
+          summary.interrupted = stop.load() > 0;
+        }
+        auto frames = hub_->pop_batch(max_batch, fill);
+        auto finished = hub_->take_drained();
+        progress.update(streams_, start);
+        perf.update(streams_);
+        if (frames.empty()) {
+          if (!finished.empty()) {
+            if (in_flight_.empty()) {
+              post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(finished)});
+            } else {
+              auto& f = in_flight_.back().finished;
+              f.insert(f.end(), finished.begin(), finished.end());
+            }
+          }
+          if (hub_->all_done()) break;
+          continue;
+        }
+        views_.clear();
+        for (const auto& f : frames) views_.push_back(f.view);
+        classifier_->submit(views_);
+        in_flight_.push_back({std::move(frames), std::move(finished), Clock::now()});
+        if (int(in_flight_.size()) >= classifier_->max_in_flight()) deliver();
+      }
+      while (!in_flight_.empty()) deliver();
+    } catch (...) {
+      try {
+        progress.done();
+        shut_down(summary);
+      } catch (const std::exception& e) {
+        log_->error("while finishing after an error: {}", e.what());
+      }
+      throw;
+    }
     progress.done();
-    post.finish();
-    outputs.finish();
+    shut_down(summary);
+    summary.seconds = seconds_between(start, Clock::now());
+    tally(summary, start);
+    return summary;
+  }
+
+ private:
+  struct InFlight {
+    std::vector<Frame> frames;
+    std::vector<int> finished;
+    Clock::time_point submitted;
+  };
+
+  void deliver() {
+    InFlight b = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    classifier_->collect(logits_);
+    const auto collected = Clock::now();
+    engine_stats_.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
+    post_->submit(ClassifiedBatch{std::move(b.frames), logits_, collected, std::move(b.finished)});
+  }
+
+  void shut_down(RunSummary& summary) {
+    stopping_ = true;
+    hub_->shutdown();
+    post_->finish();
+    outputs_->finish();
     // Every source tears down at once, and many NVDEC decoders take a while to (120 took over 3 s on the H200): a
     // source is left behind only when no stream at all has finished for kStopGrace — stuck, not slow.
     auto deadline = Clock::now() + kStopGrace;
     size_t finished = 0;
-    for (auto& s : streams) {
+    for (auto& s : streams_) {
       while (!s->join_for(100ms)) {
-        const auto now_finished = size_t(std::count_if(streams.begin(), streams.end(), [](const auto& x) {
+        const auto now_finished = size_t(std::count_if(streams_.begin(), streams_.end(), [](const auto& x) {
           return !x || x->finished();
         }));
         if (now_finished > finished) {
@@ -261,121 +322,81 @@ RunSummary run(const config::Config& cfg, const std::atomic<int>& stop) {
           deadline = Clock::now() + kStopGrace;
         }
         if (Clock::now() < deadline) continue;
-        log->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
+        log_->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
         summary.abandoned.push_back(s->stats().name);
         (void)s.release();  // its thread still uses it: never destroy it under that thread
         break;
       }
     }
-  };
+  }
 
-  struct InFlight {
-    std::vector<Frame> frames;
-    std::vector<int> finished;
-    Clock::time_point submitted;
-  };
-  std::deque<InFlight> in_flight;
-  std::vector<float> logits;
-  std::vector<inference::FrameView> views;
-  auto deliver = [&] {
-    InFlight b = std::move(in_flight.front());
-    in_flight.pop_front();
-    classifier->collect(logits);
-    const auto collected = Clock::now();
-    engine_stats.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
-    post.submit(ClassifiedBatch{std::move(b.frames), logits, collected, std::move(b.finished)});
-  };
-
-  try {
-    for (auto& s : streams) s->start();
-    engine_stats.ready = true;
-    const auto fill = std::chrono::microseconds(int64_t(cfg.inference.batch_timeout_ms * 1000));
-    const size_t max_batch = size_t(classifier->max_batch());
-    for (;;) {
-      if (!stopping && (stop.load() > 0 || post.wants_stop() || outputs.wants_stop())) {
-        stopping = true;
-        summary.interrupted = stop.load() > 0;
-      }
-      auto frames = hub.pop_batch(max_batch, fill);
-      auto finished = hub.take_drained();
-      progress.update(streams, start);
-      perf.update(streams);
-      if (frames.empty()) {
-        if (!finished.empty()) {
-          if (in_flight.empty()) {
-            post.submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(finished)});
-          } else {
-            auto& f = in_flight.back().finished;
-            f.insert(f.end(), finished.begin(), finished.end());
-          }
-        }
-        if (hub.all_done()) break;
-        continue;
-      }
-      views.clear();
-      for (const auto& f : frames) views.push_back(f.view);
-      classifier->submit(views);
-      in_flight.push_back({std::move(frames), std::move(finished), Clock::now()});
-      if (int(in_flight.size()) >= classifier->max_in_flight()) deliver();
+  // The per-stream rows, the totals and the exit status.
+  void tally(RunSummary& summary, Clock::time_point start) const {
+    for (auto& s : streams_) {
+      if (!s) continue;
+      auto row = summarize(*s, summary.interrupted, start);
+      summary.frames += row.frames;
+      summary.dropped += row.dropped + row.output_dropped;
+      summary.streams.push_back(std::move(row));
     }
-    while (!in_flight.empty()) deliver();
-  } catch (...) {
-    try {
-      shut_down();
-    } catch (const std::exception& e) {
-      log->error("while finishing after an error: {}", e.what());
+    // The run's overall percentiles, from every frame of every stream.
+    std::vector<double> p50s;
+    for (auto& s : streams_) {
+      if (s) summary.latency_p99_ms = std::max(summary.latency_p99_ms, s->stats().latency.percentile_ms(0.99));
+      if (s) p50s.push_back(s->stats().latency.percentile_ms(0.5));
     }
-    throw;
-  }
-  shut_down();
-
-  summary.seconds = seconds_between(start, Clock::now());
-  LatencyHistogram all;
-  for (auto& s : streams) {
-    if (!s) continue;
-    auto row = summarize(*s, summary.interrupted, start);
-    summary.frames += row.frames;
-    summary.dropped += row.dropped + row.output_dropped;
-    summary.streams.push_back(std::move(row));
-  }
-  // The run's overall percentiles, from every frame of every stream.
-  std::vector<double> p50s;
-  for (auto& s : streams) {
-    if (s) summary.latency_p99_ms = std::max(summary.latency_p99_ms, s->stats().latency.percentile_ms(0.99));
-    if (s) p50s.push_back(s->stats().latency.percentile_ms(0.5));
-  }
-  if (!p50s.empty()) {
-    std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
-    summary.latency_p50_ms = p50s[p50s.size() / 2];
-  }
-  // Exit status: lost results or video first (they lose data the user asked for), then failed streams.
-  for (const auto& f : {post.failure(), outputs.failure()}) {
-    if (!f) continue;
-    summary.problems.push_back(f->message);
-    if (summary.code == ExitCode::kOk) summary.code = f->code;
-  }
-  for (const auto& s : streams) {
-    if (!s) continue;
-    if (auto f = s->failure()) {
-      summary.problems.push_back(fmt::format("stream {}: {}", s->stats().name, f->message));
+    if (!p50s.empty()) {
+      std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
+      summary.latency_p50_ms = p50s[p50s.size() / 2];
+    }
+    // Exit status: lost results or video first (they lose data the user asked for), then failed streams.
+    for (const auto& f : {post_->failure(), outputs_->failure()}) {
+      if (!f) continue;
+      summary.problems.push_back(f->message);
       if (summary.code == ExitCode::kOk) summary.code = f->code;
     }
+    for (const auto& s : streams_) {
+      if (!s) continue;
+      if (auto f = s->failure()) {
+        summary.problems.push_back(fmt::format("stream {}: {}", s->stats().name, f->message));
+        if (summary.code == ExitCode::kOk) summary.code = f->code;
+      }
+    }
+    // A stream left behind is not in the table, and what it delivered may be short: never a clean exit.
+    for (const auto& name : summary.abandoned) {
+      summary.problems.push_back(fmt::format("stream {}: its source did not stop (no stream finished for {} s); left running",
+                                             name, std::chrono::seconds(kStopGrace).count()));
+      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
+    }
+    for (const auto& sink : post_->sink_status()) {
+      summary.sink_drops.emplace_back(sink.name, sink.dropped);
+      if (sink.dropped == 0) continue;
+      // Best-effort sinks never hold the video back, but what they dropped is lost all the same: say so in the code.
+      summary.problems.push_back(fmt::format("{}: {} message(s) dropped", sink.name, sink.dropped));
+      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
+    }
   }
-  // A stream left behind is not in the table, and what it delivered may be short: never a clean exit.
-  for (const auto& name : summary.abandoned) {
-    summary.problems.push_back(fmt::format("stream {}: its source did not stop (no stream finished for {} s); left running",
-                                           name, std::chrono::seconds(kStopGrace).count()));
-    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
-  }
-  for (const auto& sink : post.sink_status()) {
-    summary.sink_drops.emplace_back(sink.name, sink.dropped);
-    if (sink.dropped == 0) continue;
-    // Best-effort sinks never hold the video back, but what they dropped is lost all the same: say so in the code.
-    summary.problems.push_back(fmt::format("{}: {} message(s) dropped", sink.name, sink.dropped));
-    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
-  }
-  return summary;
-}
+
+  const config::Config cfg_;
+  std::shared_ptr<spdlog::logger> log_ = vc::log::get("pipeline");
+  std::unique_ptr<inference::Classifier> classifier_;
+  ContextPtr cuda_context_;
+  std::unique_ptr<FrameHub> hub_;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<std::shared_ptr<const StreamStats>> shared_stats_;
+  std::unique_ptr<OutputStage> outputs_;
+  std::unique_ptr<PostStage> post_;
+  EngineStats engine_stats_;
+  std::deque<InFlight> in_flight_;
+  std::vector<float> logits_;
+  std::vector<inference::FrameView> views_;
+};
+
+Runner::Runner(const config::Config& config) : impl_(std::make_unique<Impl>(config)) {}
+Runner::~Runner() = default;
+RunControl& Runner::control() { return *impl_; }
+RunSummary Runner::run(const std::atomic<int>& stop) { return impl_->run(stop); }
 
 std::string format_summary(const RunSummary& s) {
   std::string out = fmt::format("{:<12} {:>8} {:>7} {:>8} {:>9} {:>9} {:>9}  {}\n", "stream", "frames", "dropped", "fps",

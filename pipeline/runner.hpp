@@ -1,14 +1,17 @@
 // The application's run: every input stream -> the batcher -> the engine (two batches in flight) -> per-stream
 // post-processing, result sinks and video outputs, with a progress line for files, a periodic performance report
-// for live streams, and a summary per stream at the end.
+// for live streams, and a summary per stream at the end. The layers above (service/) see and steer it through
+// its control interface (core/control.hpp).
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "config/errors.hpp"
+#include "pipeline/core/control.hpp"
 
 namespace vc::pipeline {
 
@@ -39,10 +42,27 @@ struct RunSummary {
   std::vector<std::string> abandoned;
 };
 
-// Runs until every stream has ended, `stop` becomes non-zero (Ctrl-C), or something that loses data happens.
-// Outputs are always finalized. Set-up problems throw vc::Error subclasses; problems during the run end up in
-// the summary's code and problems.
-RunSummary run(const config::Config& config, const std::atomic<int>& stop);
+class Runner {
+ public:
+  // Sets the run up: the engine, every stream (not started yet), the batcher, the outputs and the result sinks.
+  // Throws vc::Error subclasses (a missing model, an output that would overwrite an input, …).
+  explicit Runner(const config::Config& config);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // What the service reads (and, later, steers); valid as long as the runner lives.
+  [[nodiscard]] RunControl& control();
+
+  // Starts every stream and runs until each has ended, `stop` becomes non-zero (Ctrl-C), or something that loses
+  // data happens. Outputs are always finalized. Problems during the run end up in the summary's code and
+  // problems. Call once.
+  RunSummary run(const std::atomic<int>& stop);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The end-of-run table: one line per stream, then the totals.
 std::string format_summary(const RunSummary& summary);

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
-#include "pipeline/frame_hub.hpp"
-#include "pipeline/stream.hpp"
+#include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/sources/stream.hpp"
 #include "test_helpers.hpp"
 
 namespace vc::test {

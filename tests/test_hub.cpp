@@ -6,8 +6,8 @@
 #include <map>
 #include <thread>
 
-#include "pipeline/frame_hub.hpp"
-#include "pipeline/stats.hpp"
+#include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/core/stats.hpp"
 
 using namespace vc::pipeline;
 using namespace std::chrono_literals;

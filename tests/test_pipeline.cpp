@@ -9,7 +9,7 @@
 
 #include <opencv2/core.hpp>
 
-#include "pipeline/overlay.hpp"
+#include "pipeline/outputs/overlay.hpp"
 #include "pipeline_helpers.hpp"
 
 using namespace vc;

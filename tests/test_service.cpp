@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
-#include "pipeline/metrics_server.hpp"
 #include "pipeline_helpers.hpp"
+#include "service/metrics.hpp"
 
 using namespace vc;
 using namespace vc::test;
@@ -176,16 +176,29 @@ TEST_CASE("/healthz turns unhealthy (503) when a running stream stalls") {
   CHECK(r.output.find("after=503") != std::string::npos);
 }
 
+namespace {
+
+// A run as the service sees it, with one stream that has not started.
+struct IdleRun final : pipeline::RunControl {
+  std::shared_ptr<pipeline::StreamStats> stream = std::make_shared<pipeline::StreamStats>();
+  pipeline::EngineStats stats;
+  std::vector<std::shared_ptr<const pipeline::StreamStats>> streams() const override { return {stream}; }
+  const pipeline::EngineStats& engine() const override { return stats; }
+  std::vector<pipeline::SinkStatus> sinks() const override { return {}; }
+  std::string engine_name() const override { return "CPU reference"; }
+  int cuda_device() const override { return -1; }
+};
+
+}  // namespace
+
 TEST_CASE("the metrics text for a stream that has not started is valid and empty of samples' surprises") {
-  pipeline::StreamStats s;
-  s.name = "cam";
-  pipeline::EngineStats e;
-  pipeline::MetricsSources src{{&s}, &e, nullptr, "CPU reference", -1};
-  const auto text = pipeline::render_metrics(src);
+  IdleRun src;
+  src.stream->name = "cam";
+  const auto text = service::render_metrics(src);
   CHECK(text.find("vc_stream_frames_total{stream=\"cam\"} 0") != std::string::npos);
   CHECK(text.find("vc_stream_last_frame_age_seconds{stream=\"cam\"} -1") != std::string::npos);
   CHECK(text.find("vc_ready 0") != std::string::npos);
-  const auto [ok, body] = pipeline::render_health(src, 5, pipeline::Clock::now());
+  const auto [ok, body] = service::render_health(src, 5, pipeline::Clock::now());
   CHECK(ok);  // no frame yet, but within stall_s of the start
   CHECK(body.find("\"stream\":\"cam\"") != std::string::npos);
 }

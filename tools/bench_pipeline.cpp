@@ -32,11 +32,11 @@
 #include "config/logging.hpp"
 #include "inference/model/model_card.hpp"
 #include "inference/model/resnet.hpp"
-#include "pipeline/decoders.hpp"
-#include "pipeline/gst_cuda.hpp"
-#include "pipeline/gst_probe.hpp"
-#include "pipeline/gst_util.hpp"
 #include "pipeline/runner.hpp"
+#include "pipeline/sources/decoders.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
+#include "pipeline/sources/gst_probe.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 using json = nlohmann::json;
 namespace config = vc::config;
@@ -195,7 +195,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds) {
   }
   GpuMemorySampler gpu;
   const double cpu0 = cpu_seconds();
-  const auto s = vc::pipeline::run(c, stop);
+  const auto s = vc::pipeline::Runner(c).run(stop);
   const double cpu = cpu_seconds() - cpu0;
   const double gpu_mib = gpu.stop_mib();
   stop = 1;

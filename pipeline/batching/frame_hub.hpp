@@ -11,7 +11,7 @@
 #include <mutex>
 #include <vector>
 
-#include "pipeline/frame.hpp"
+#include "pipeline/core/frame.hpp"
 
 namespace vc::pipeline {
 

@@ -1,4 +1,4 @@
-#include "pipeline/mqtt_sink.hpp"
+#include "pipeline/results/mqtt_sink.hpp"
 
 #include <mosquitto.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "pipeline/video_output.hpp"
+#include "pipeline/outputs/video_output.hpp"
 
 #include <gst/app/gstappsrc.h>
 #include <gst/rtsp-server/rtsp-server.h>
@@ -14,8 +14,8 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "pipeline/gst_probe.hpp"
-#include "pipeline/gst_util.hpp"
+#include "pipeline/sources/gst_probe.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
 namespace {

@@ -1,4 +1,4 @@
-#include "pipeline/frame_image.hpp"
+#include "pipeline/outputs/frame_image.hpp"
 
 #include <cstring>
 

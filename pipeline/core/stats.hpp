@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/frame.hpp"
+#include "pipeline/core/frame.hpp"
 
 namespace vc::pipeline {
 

@@ -1,14 +1,8 @@
 // What the pipeline tells the world about each frame and each stream: the per-frame result, the events (label
-// changes, a stream going down, coming back, ending), and the sinks that take them — the JSON-lines writer here,
-// MQTT (mqtt_sink.hpp), the metrics registry. Every sink gets the same results and the same events, in order per
-// stream, from one thread.
+// changes, a stream going down, coming back, ending), and the interface of the sinks that take them (results/:
+// JSON lines, MQTT). Every sink gets the same results and the same events, in order per stream, from one thread.
 #pragma once
 #include <cstdint>
-#include <sys/types.h>
-
-#include <cstdio>
-#include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,17 +44,16 @@ struct StreamEvent {
   std::string reason;               // stream_down / stream_end: why ("end of file", the error)
   int64_t attempt = 0;              // stream_down: the restart attempt about to be made
 };
-const char* event_name(StreamEvent::Kind k);
 
-// Which label a frame stands for (the smoothed label, or "uncertain"), and when it changes.
-class LabelChangeDetector {
- public:
-  // The event if `r`'s label differs from the previous one of the stream; images are never compared.
-  std::optional<StreamEvent> update(const FrameResult& r, bool independent);
-
- private:
-  std::optional<std::string> last_;
-};
+constexpr const char* event_name(StreamEvent::Kind k) {
+  switch (k) {
+    case StreamEvent::Kind::LabelChange: return "label_change";
+    case StreamEvent::Kind::StreamDown: return "stream_down";
+    case StreamEvent::Kind::StreamUp: return "stream_up";
+    case StreamEvent::Kind::StreamEnd: return "stream_end";
+  }
+  return "?";
+}
 
 // A consumer of results and events. Called from one thread. A sink that cannot do its job without losing data
 // that it was asked to keep (a results file on a full disk) throws vc::IoError; a best-effort sink (MQTT)
@@ -83,38 +76,5 @@ struct SinkStatus {
   int64_t dropped = 0;
   bool healthy = true;
 };
-
-// JSON lines, one per frame and one per event: to a file, per-stream files ({stream} in the path) or stdout ("-").
-// Every line is written with a single write(2) as soon as it is made — a crash or a second Ctrl-C never leaves
-// half a line — and every write is checked (vc::IoError: disk full, closed pipe).
-class JsonLinesSink final : public ResultSink {
- public:
-  // Throws vc::CantCreateError when a file cannot be created.
-  JsonLinesSink(const std::string& path_template, const std::vector<std::string>& stream_names, bool timing);
-  ~JsonLinesSink() override;
-  void frame(const FrameResult& r) override;
-  void event(const StreamEvent& e) override;
-  void close() override;
-  std::string name() const override { return "results " + path_template_; }
-
- private:
-  struct File {
-    std::string path;
-    int fd = -1;
-    bool owned = false;
-    off_t written = 0;  // bytes of whole lines written
-  };
-  void write_line(int stream, const std::string& line);
-  File& file_for(int stream);
-
-  std::string path_template_;
-  bool timing_;
-  std::vector<File> files_;       // one, or one per stream
-  bool per_stream_ = false;
-};
-
-// The JSON of a result or an event (shared by the sinks; invalid UTF-8 in names is replaced, never fatal).
-std::string to_json(const FrameResult& r, bool timing);
-std::string to_json(const StreamEvent& e);
 
 }  // namespace vc::pipeline

@@ -1,9 +1,9 @@
-#include "pipeline/gst_util.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
-#include "pipeline/gst_probe.hpp"
+#include "pipeline/sources/gst_probe.hpp"
 
 namespace vc::pipeline {
 namespace {

@@ -1,4 +1,4 @@
-#include "pipeline/output_stage.hpp"
+#include "pipeline/outputs/output_stage.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,10 +10,10 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "pipeline/bounded_queue.hpp"
-#include "pipeline/frame_image.hpp"
-#include "pipeline/overlay.hpp"
-#include "pipeline/video_output.hpp"
+#include "pipeline/batching/bounded_queue.hpp"
+#include "pipeline/outputs/frame_image.hpp"
+#include "pipeline/outputs/overlay.hpp"
+#include "pipeline/outputs/video_output.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -96,7 +96,7 @@ class OutputStage::Worker {
     if (thread_.joinable()) thread_.join();
   }
 
-  std::optional<SourceFailure> failure() const {
+  std::optional<Failure> failure() const {
     std::lock_guard lock(mutex_);
     return failure_;
   }
@@ -110,7 +110,7 @@ class OutputStage::Worker {
   void record(ExitCode code, const std::string& message) {
     std::lock_guard lock(mutex_);
     if (!failure_) {
-      failure_ = SourceFailure{code, message};
+      failure_ = Failure{code, message};
       vc::log::get("pipeline")->error("output: {}", message);
     }
     wants_stop_ = true;
@@ -143,7 +143,7 @@ class OutputStage::Worker {
   BoundedQueue<LabelledFrame> queue_;
   std::thread thread_;
   mutable std::mutex mutex_;
-  std::optional<SourceFailure> failure_;
+  std::optional<Failure> failure_;
 };
 
 // One stream's own output, opened at its first frame (whose size it takes unless output.width/height say).
@@ -351,7 +351,7 @@ void OutputStage::finish() {
   for (auto& w : workers_) w->finish();
 }
 
-std::optional<SourceFailure> OutputStage::failure() const {
+std::optional<Failure> OutputStage::failure() const {
   for (const auto& w : workers_) {
     if (auto f = w->failure()) return f;
   }

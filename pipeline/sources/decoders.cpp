@@ -1,9 +1,9 @@
-#include "pipeline/decoders.hpp"
+#include "pipeline/sources/decoders.hpp"
 
 #include <cstring>
 
-#include "pipeline/gst_probe.hpp"
-#include "pipeline/gst_util.hpp"
+#include "pipeline/sources/gst_probe.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
 namespace {

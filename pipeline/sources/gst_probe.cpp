@@ -1,4 +1,4 @@
-#include "pipeline/gst_probe.hpp"
+#include "pipeline/sources/gst_probe.hpp"
 
 #include <mutex>
 
@@ -6,7 +6,7 @@
 
 #include <gst/gst.h>
 
-#include "pipeline/gst_util.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
 

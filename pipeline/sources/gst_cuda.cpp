@@ -1,4 +1,4 @@
-#include "pipeline/gst_cuda.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
 
 #define GST_USE_UNSTABLE_API  // gst-plugins-bad's CUDA library (1.22) is declared unstable; we use 4 calls of it
 #include <gst/cuda/gstcudacontext.h>
@@ -10,7 +10,7 @@
 
 #include "config/errors.hpp"
 #include "inference/cuda/gpu_info.hpp"
-#include "pipeline/gst_probe.hpp"
+#include "pipeline/sources/gst_probe.hpp"
 
 namespace vc::pipeline {
 

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "pipeline/frame_hub.hpp"
-#include "pipeline/gst_source.hpp"
-#include "pipeline/results.hpp"
-#include "pipeline/stats.hpp"
+#include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/core/events.hpp"
+#include "pipeline/core/stats.hpp"
+#include "pipeline/sources/gst_source.hpp"
 
 namespace vc::pipeline {
 
@@ -56,28 +56,31 @@ class Stream {
   [[nodiscard]] const config::Input& input() const { return input_; }
   [[nodiscard]] StreamStats& stats() { return stats_; }
   [[nodiscard]] const StreamStats& stats() const { return stats_; }
+  // The same statistics, for readers that may outlive the stream (the service).
+  [[nodiscard]] std::shared_ptr<const StreamStats> shared_stats() const { return shared_stats_; }
   [[nodiscard]] bool live() const { return stats_.live; }
   // Why the stream did not end well (set once the thread has finished): the exit code and message.
-  [[nodiscard]] std::optional<SourceFailure> failure() const;
+  [[nodiscard]] std::optional<Failure> failure() const;
 
  private:
   void supervise();
   void supervise_source();
   void supervise_images();
   // Runs the open source until it ends, fails or stalls; returns how.
-  GstSource::State run_source(SourceFailure& why);
+  GstSource::State run_source(Failure& why);
   bool on_frame(Frame&& f);  // a source's streaming thread
   std::unique_ptr<GstSource> open(const std::string& image_file = {});
   bool wait_interruptibly(double seconds);  // false when stopped meanwhile
   void emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt = 0);
-  void finish_with(std::optional<SourceFailure> failure);
+  void finish_with(std::optional<Failure> failure);
   bool stopping() const { return env_.stop->load() || max_reached_.load(); }
 
   int id_;
   config::Input input_;
   bool gpu_frames_;
   StreamEnvironment env_;
-  StreamStats stats_;
+  std::shared_ptr<StreamStats> shared_stats_ = std::make_shared<StreamStats>();
+  StreamStats& stats_ = *shared_stats_;
   std::vector<std::string> images_;
   std::atomic<int64_t> next_index_{0};
   std::atomic<int64_t> pass_frames_{0};   // frames of the current file pass / source run
@@ -90,7 +93,7 @@ class Stream {
   bool down_ = false;       // a live source failed and frames have not flowed since (stream thread only)
   int attempts_ = 0;        // restarts since frames last flowed
   double delay_ = 0;        // the next wait before a restart
-  std::optional<SourceFailure> failure_;
+  std::optional<Failure> failure_;
   std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
   mutable std::mutex done_mutex_;
   std::condition_variable done_cv_;

@@ -1,4 +1,4 @@
-#include "pipeline/results.hpp"
+#include "pipeline/results/results.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -27,16 +27,6 @@ double rounded(double v, double scale) { return std::isfinite(v) ? std::round(v 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
-
-const char* event_name(StreamEvent::Kind k) {
-  switch (k) {
-    case StreamEvent::Kind::LabelChange: return "label_change";
-    case StreamEvent::Kind::StreamDown: return "stream_down";
-    case StreamEvent::Kind::StreamUp: return "stream_up";
-    case StreamEvent::Kind::StreamEnd: return "stream_end";
-  }
-  return "?";
-}
 
 std::optional<StreamEvent> LabelChangeDetector::update(const FrameResult& r, bool independent) {
   if (independent || r.smoothed.index < 0) return std::nullopt;

@@ -1,4 +1,4 @@
-#include "pipeline/frame_hub.hpp"
+#include "pipeline/batching/frame_hub.hpp"
 
 #include <algorithm>
 

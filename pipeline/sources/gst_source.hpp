@@ -18,8 +18,9 @@
 
 #include "config/config.hpp"
 #include "config/errors.hpp"
-#include "pipeline/frame.hpp"
-#include "pipeline/gst_util.hpp"
+#include "pipeline/core/failure.hpp"
+#include "pipeline/core/frame.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
 
@@ -32,12 +33,6 @@ struct SourceSpec {
   std::string image_file;              // kind image: the one file this source decodes
   bool gpu_frames = false;             // NVDEC output may stay in GPU memory (a CUDA engine, no video output)
   GstContext* cuda_context = nullptr;  // the engine's CUDA context for NVDEC (borrowed; needed for gpu_frames)
-};
-
-// Why a source stopped: the exit code the failure maps to and the message (element and GStreamer text).
-struct SourceFailure {
-  ExitCode code = ExitCode::kData;
-  std::string message;
 };
 
 class GstSource {
@@ -55,7 +50,7 @@ class GstSource {
   enum class State { Running, Ended, Failed };
   // Handles the pipeline's messages, waiting up to `wait` for one. Failed: failure() says why.
   State poll(std::chrono::milliseconds wait);
-  [[nodiscard]] const SourceFailure& failure() const { return failure_; }
+  [[nodiscard]] const Failure& failure() const { return failure_; }
 
   [[nodiscard]] bool live() const { return live_; }
   [[nodiscard]] std::string decoder() const;  // the decoder element in use ("nvh264dec"), "" before it is known
@@ -90,8 +85,8 @@ class GstSource {
   int64_t warnings_ = 0;
   mutable std::mutex mutex_;  // guards decoder_ and pending_failure_
   std::string decoder_;
-  std::optional<SourceFailure> pending_failure_;
-  SourceFailure failure_;
+  std::optional<Failure> pending_failure_;
+  Failure failure_;
   BusPtr bus_;
   PipelinePtr pipeline_;  // declared last: destroyed (stopped) first of all the members
 };

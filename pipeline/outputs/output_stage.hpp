@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "pipeline/frame.hpp"
-#include "pipeline/gst_source.hpp"
-#include "pipeline/results.hpp"
-#include "pipeline/stats.hpp"
+#include "pipeline/core/events.hpp"
+#include "pipeline/core/failure.hpp"
+#include "pipeline/core/frame.hpp"
+#include "pipeline/core/stats.hpp"
 
 namespace vc::pipeline {
 
@@ -39,7 +39,7 @@ class OutputStage {
   // Drains every worker and finalizes every output (files get their index and their final name).
   void finish();
   // The first failure of any output (set once it happened), e.g. a full disk (IoError) or a closed window.
-  [[nodiscard]] std::optional<SourceFailure> failure() const;
+  [[nodiscard]] std::optional<Failure> failure() const;
   // A window was closed or an output failed: the run should stop.
   [[nodiscard]] bool wants_stop() const { return wants_stop_.load(); }
 

@@ -1,4 +1,4 @@
-#include "pipeline/stream.hpp"
+#include "pipeline/sources/stream.hpp"
 
 #include <glob.h>
 
@@ -103,7 +103,7 @@ bool Stream::finished() const {
   return done_;
 }
 
-std::optional<SourceFailure> Stream::failure() const { return failure_; }
+std::optional<Failure> Stream::failure() const { return failure_; }
 
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
   SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context};
@@ -158,7 +158,7 @@ void Stream::emit(StreamEvent::Kind kind, const std::string& reason, int64_t att
   if (env_.on_event) env_.on_event(std::move(e));
 }
 
-GstSource::State Stream::run_source(SourceFailure& why) {
+GstSource::State Stream::run_source(Failure& why) {
   progress_ns_ = steady_ns(Clock::now());
   for (;;) {
     const auto state = source_->poll(kPoll);
@@ -205,13 +205,13 @@ void Stream::supervise() {
       supervise_source();
     }
   } catch (const Error& e) {
-    finish_with(SourceFailure{e.code(), e.what()});
+    finish_with(Failure{e.code(), e.what()});
   } catch (const std::exception& e) {
-    finish_with(SourceFailure{ExitCode::kInternal, e.what()});
+    finish_with(Failure{ExitCode::kInternal, e.what()});
   }
 }
 
-void Stream::finish_with(std::optional<SourceFailure> failure) {
+void Stream::finish_with(std::optional<Failure> failure) {
   env_.hub->close(id_);  // first: the run must not wait for the teardown below (a stuck network source)
   source_.reset();       // stops the pipeline: no more frames from it
   if (failure) {
@@ -230,7 +230,7 @@ void Stream::finish_with(std::optional<SourceFailure> failure) {
 void Stream::supervise_source() {
   auto log = vc::log::get("pipeline");
   delay_ = input_.reconnect.delay_s;
-  SourceFailure why;  // why the source stopped (also: why reopening it failed)
+  Failure why;  // why the source stopped (also: why reopening it failed)
   for (;;) {
     // Without a source the last attempt to open one failed, and `why` says why.
     const auto state = source_ ? run_source(why) : GstSource::State::Failed;
@@ -243,7 +243,7 @@ void Stream::supervise_source() {
       // A file at its end: check it gave what it holds, then loop or finish.
       const int64_t expected = stats_.expected;
       if (pass_frames_ == 0) {
-        return finish_with(SourceFailure{ExitCode::kData, fmt::format("{}: no frame could be decoded", stats_.source)});
+        return finish_with(Failure{ExitCode::kData, fmt::format("{}: no frame could be decoded", stats_.source)});
       }
       // Short of what the container declares, and damaged by the signs: decoding warnings, or frames that stop well
       // before the end (a cut file). A variable-rate recording is short of "duration x rate" too, but has neither.
@@ -251,7 +251,7 @@ void Stream::supervise_source() {
                              double(last_pts_) < 0.9 * double(source_->duration_ns());
       const bool damaged = source_ && (source_->warnings() > 0 || cut_short);
       if (expected >= 10 && double(pass_frames_) < kShortFileRatio * double(expected) && damaged) {
-        return finish_with(SourceFailure{ExitCode::kData,
+        return finish_with(Failure{ExitCode::kData,
                                          fmt::format("{}: decoded only {} of the {} frames the file holds (damaged?)",
                                                      stats_.source, pass_frames_.load(), expected)});
       }
@@ -289,12 +289,12 @@ void Stream::supervise_source() {
 
 void Stream::supervise_images() {
   auto log = vc::log::get("pipeline");
-  std::optional<SourceFailure> first_failure;
+  std::optional<Failure> first_failure;
   int64_t failed = 0;
   do {
     for (const auto& file : images_) {
       if (stopping()) break;
-      SourceFailure why;
+      Failure why;
       GstSource::State state = GstSource::State::Failed;
       try {
         source_ = open(file);

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "pipeline/results.hpp"
+#include "pipeline/results/results.hpp"
 
 struct mosquitto;
 

@@ -1,22 +1,20 @@
-#include "pipeline/metrics_server.hpp"
-
-#include <arpa/inet.h>
-#include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cstring>
+#include "service/metrics.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "config/errors.hpp"
-#include "config/logging.hpp"
 #include "config/version.hpp"
 #include "inference/cuda/gpu_info.hpp"
 
-namespace vc::pipeline {
+namespace vc::service {
+
+using pipeline::Clock;
+using pipeline::EngineStats;
+using pipeline::LatencyHistogram;
+using pipeline::StreamState;
+using pipeline::StreamStats;
+using pipeline::from_steady_ns;
+
 namespace {
 
 // Label values are quoted; backslash, quote and newline escaped (Prometheus text format).
@@ -63,19 +61,20 @@ double age_seconds(int64_t steady) {
 
 }  // namespace
 
-std::string render_metrics(const MetricsSources& src) {
+std::string render_metrics(const pipeline::RunControl& run) {
+  const auto streams = run.streams();
   Text t;
   t.family("vc_info", "gauge", "video-classifier build and engine");
-  t.sample("vc_info", fmt::format("version=\"{}\",revision=\"{}\",engine=\"{}\"", kVersion, kGitRevision, label(src.engine_name)), 1);
+  t.sample("vc_info", fmt::format("version=\"{}\",revision=\"{}\",engine=\"{}\"", kVersion, kGitRevision, label(run.engine_name())), 1);
 
   const auto per_stream = [&](const char* name, const char* type, const char* help, auto value) {
     t.family(name, type, help);
-    for (const auto* s : src.streams) t.sample(name, fmt::format("stream=\"{}\"", label(s->name)), double(value(*s)));
+    for (const auto& s : streams) t.sample(name, fmt::format("stream=\"{}\"", label(s->name)), double(value(*s)));
   };
   per_stream("vc_stream_frames_total", "counter", "frames classified", [](const StreamStats& s) { return s.classified.load(); });
   per_stream("vc_stream_delivered_total", "counter", "frames the source delivered", [](const StreamStats& s) { return s.delivered.load(); });
   t.family("vc_stream_dropped_total", "counter", "frames dropped: stale before inference (queue) or not drawn (output)");
-  for (const auto* s : src.streams) {
+  for (const auto& s : streams) {
     t.sample("vc_stream_dropped_total", fmt::format("stream=\"{}\",stage=\"queue\"", label(s->name)), double(s->queue_dropped.load()));
     t.sample("vc_stream_dropped_total", fmt::format("stream=\"{}\",stage=\"output\"", label(s->name)), double(s->output_dropped.load()));
   }
@@ -89,21 +88,21 @@ std::string render_metrics(const MetricsSources& src) {
   per_stream("vc_stream_last_frame_age_seconds", "gauge", "seconds since the stream's last frame (-1: none yet)",
              [](const StreamStats& s) { return age_seconds(s.last_frame_ns); });
   t.family("vc_stream_decoder_info", "gauge", "the decoder a stream uses; gpu_frames: frames stay in GPU memory");
-  for (const auto* s : src.streams) {
+  for (const auto& s : streams) {
     t.sample("vc_stream_decoder_info", fmt::format("stream=\"{}\",decoder=\"{}\",gpu_frames=\"{}\"", label(s->name),
                                                    label(s->decoder_name()), s->gpu_frames ? "true" : "false"), 1);
   }
   t.family("vc_stream_latency_seconds", "histogram", "capture to result written");
-  for (const auto* s : src.streams) t.histogram("vc_stream_latency_seconds", fmt::format("stream=\"{}\"", label(s->name)), s->latency, kLatencyBoundsMs);
+  for (const auto& s : streams) t.histogram("vc_stream_latency_seconds", fmt::format("stream=\"{}\"", label(s->name)), s->latency, kLatencyBoundsMs);
   t.family("vc_stream_stage_seconds_total", "counter", "time frames spent in each stage, summed");
-  for (const auto* s : src.streams) {
+  for (const auto& s : streams) {
     for (const auto& [stage, h] : {std::pair<const char*, const LatencyHistogram*>{"queue", &s->queue_wait}, {"inference", &s->inference},
                                    {"post", &s->post}, {"output", &s->output}}) {
       t.sample("vc_stream_stage_seconds_total", fmt::format("stream=\"{}\",stage=\"{}\"", label(s->name), stage), h->sum_ms() / 1000);
     }
   }
-  if (src.engine) {
-    const auto& e = *src.engine;
+  {
+    const auto& e = run.engine();
     t.family("vc_batches_total", "counter", "inference batches");
     t.sample("vc_batches_total", "", double(e.batches.load()));
     t.family("vc_batch_size", "histogram", "frames per inference batch");
@@ -121,14 +120,14 @@ std::string render_metrics(const MetricsSources& src) {
     t.sample("vc_ready", "", e.ready ? 1 : 0);
   }
   size_t used = 0, total = 0;
-  if (src.cuda_device >= 0 && inference::gpu_memory(src.cuda_device, used, total)) {
+  if (run.cuda_device() >= 0 && inference::gpu_memory(run.cuda_device(), used, total)) {
     t.family("vc_gpu_memory_used_bytes", "gauge", "GPU memory in use (all processes)");
-    t.sample("vc_gpu_memory_used_bytes", fmt::format("gpu=\"{}\"", src.cuda_device), double(used));
+    t.sample("vc_gpu_memory_used_bytes", fmt::format("gpu=\"{}\"", run.cuda_device()), double(used));
     t.family("vc_gpu_memory_total_bytes", "gauge", "GPU memory");
-    t.sample("vc_gpu_memory_total_bytes", fmt::format("gpu=\"{}\"", src.cuda_device), double(total));
+    t.sample("vc_gpu_memory_total_bytes", fmt::format("gpu=\"{}\"", run.cuda_device()), double(total));
   }
-  if (src.sinks) {
-    const auto sinks = src.sinks();
+  {
+    const auto sinks = run.sinks();
     t.family("vc_sink_dropped_total", "counter", "messages a result sink could not deliver");
     for (const auto& s : sinks) t.sample("vc_sink_dropped_total", fmt::format("sink=\"{}\"", label(s.name)), double(s.dropped));
     t.family("vc_sink_connected", "gauge", "1 while a result sink can deliver (an MQTT broker connection is up)");
@@ -137,11 +136,11 @@ std::string render_metrics(const MetricsSources& src) {
   return std::move(t).str();
 }
 
-std::pair<bool, std::string> render_health(const MetricsSources& src, double stall_s, Clock::time_point started) {
+std::pair<bool, std::string> render_health(const pipeline::RunControl& run, double stall_s, Clock::time_point started) {
   bool healthy = true;
-  nlohmann::json streams = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array();
   const double since_start = std::chrono::duration<double>(Clock::now() - started).count();
-  for (const auto* s : src.streams) {
+  for (const auto& s : run.streams()) {
     const auto state = s->state.load();
     const double age = age_seconds(s->last_frame_ns);
     bool ok = true;
@@ -150,60 +149,10 @@ std::pair<bool, std::string> render_health(const MetricsSources& src, double sta
       ok = age >= 0 ? age <= stall_s : since_start <= stall_s;  // no frame yet: allowed for stall_s after the start
     }
     healthy &= ok;
-    streams.push_back({{"stream", s->name}, {"state", name(state)}, {"last_frame_age_s", age}, {"ok", ok}});
+    rows.push_back({{"stream", s->name}, {"state", name(state)}, {"last_frame_age_s", age}, {"ok", ok}});
   }
-  nlohmann::json body = {{"status", healthy ? "ok" : "unhealthy"}, {"stall_s", stall_s}, {"streams", streams}};
+  nlohmann::json body = {{"status", healthy ? "ok" : "unhealthy"}, {"stall_s", stall_s}, {"streams", rows}};
   return {healthy, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
 }
 
-MetricsServer::MetricsServer(const config::Metrics& settings, MetricsSources sources)
-    : settings_(settings), sources_(std::move(sources)), server_(std::make_unique<httplib::Server>()) {
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics(sources_), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    const auto [ok, body] = render_health(sources_, settings_.stall_s, started_);
-    res.status = ok ? 200 : 503;
-    res.set_content(body, "application/json");
-  });
-  server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    const bool ready = sources_.engine && sources_.engine->ready;
-    res.status = ready ? 200 : 503;
-    res.set_content(ready ? "ready\n" : "starting\n", "text/plain");
-  });
-  if (!server_->bind_to_port(settings_.address.c_str(), settings_.port)) {
-    throw UnavailableError(fmt::format("metrics: cannot listen on {}:{} (port in use, or not an address of this host?)",
-                                       settings_.address, settings_.port));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  vc::log::get("pipeline")->info("metrics and health: {}/metrics, /healthz, /readyz", url());
-}
-
-MetricsServer::~MetricsServer() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
-
-std::string MetricsServer::url() const { return fmt::format("http://{}:{}", settings_.address, settings_.port); }
-
-bool MetricsServer::port_free(const std::string& address, int port, std::string& error) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    error = std::strerror(errno);
-    return false;
-  }
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  if (inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1) {
-    ::close(fd);
-    error = "not an IPv4 address";
-    return false;
-  }
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  if (!ok) error = std::strerror(errno);
-  ::close(fd);
-  return ok;
-}
-
-}  // namespace vc::pipeline
+}  // namespace vc::service

@@ -1,4 +1,4 @@
-#include "pipeline/gst_source.hpp"
+#include "pipeline/sources/gst_source.hpp"
 
 #include <gst/app/gstappsink.h>
 #include <gst/video/video.h>
@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "config/logging.hpp"
-#include "pipeline/decoders.hpp"
-#include "pipeline/gst_cuda.hpp"
-#include "pipeline/gst_probe.hpp"
+#include "pipeline/sources/decoders.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
+#include "pipeline/sources/gst_probe.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -55,7 +55,7 @@ GstCaps* system_caps(const config::Input& in) {
 }
 
 // The error a user should see for a pipeline ERROR message.
-SourceFailure classify(GstMessage* m, const std::string& what, bool live) {
+Failure classify(GstMessage* m, const std::string& what, bool live) {
   GError* error = nullptr;
   gst_message_parse_error(m, &error, nullptr);
   const bool resource = error && error->domain == GST_RESOURCE_ERROR;
@@ -365,7 +365,7 @@ void GstSource::fail(ExitCode code, std::string message) {
   {
     std::lock_guard lock(mutex_);
     if (pending_failure_) return;  // the first failure is the cause
-    pending_failure_ = SourceFailure{code, std::move(message)};
+    pending_failure_ = Failure{code, std::move(message)};
   }
   if (bus_) gst_bus_post(bus_.get(), gst_message_new_application(nullptr, gst_structure_new_empty("vc-failure")));
 }

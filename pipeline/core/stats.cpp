@@ -1,4 +1,4 @@
-#include "pipeline/stats.hpp"
+#include "pipeline/core/stats.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "pipeline/overlay.hpp"
+#include "pipeline/outputs/overlay.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,43 @@
+// The run as a service sees it, over HTTP (cpp-httplib), off by default (metrics.enabled), on 127.0.0.1 unless
+// configured:
+//   /metrics  the Prometheus text format (metrics.hpp)
+//   /healthz  200 while every running stream delivered a frame within metrics.stall_s, else 503 (JSON body)
+//   /readyz   200 once the engine is built and every stream started, else 503
+// It stands above the pipeline: app/ creates it with the run's control interface; nothing in pipeline/ knows it.
+#pragma once
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "config/config.hpp"
+#include "pipeline/core/control.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace vc::service {
+
+class Server {
+ public:
+  // Listens at once. Throws vc::UnavailableError when the address/port cannot be bound (port in use). `run` must
+  // outlive the server.
+  Server(const config::Metrics& settings, const pipeline::RunControl& run);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  [[nodiscard]] std::string url() const;
+
+  // Whether `address:port` can be listened on now (for `doctor`).
+  static bool port_free(const std::string& address, int port, std::string& error);
+
+ private:
+  config::Metrics settings_;
+  const pipeline::RunControl& run_;
+  pipeline::Clock::time_point started_ = pipeline::Clock::now();
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace vc::service
