@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The source tree's shape, checked (ctest: layout): the include graph between its parts has no circle and never
 runs from a lower floor up to a higher one; no source file is over 600 lines; no folder holds more than 10
-translation units (.cpp/.cu). A part is a library: a top-level folder (config, inference, …), or one room of the
+source files (.cpp, .cu, .py; headers go with their .cpp). A part is a library: a top-level folder (config, inference, …), or one room of the
 pipeline (pipeline/core, pipeline/sources, …). Prints the floors and the arrows between parts; exits 1 on a
 violation."""
 import collections
@@ -51,7 +51,7 @@ for top in CODE_DIRS:
             lines = text.count("\n")
             if lines > MAX_LINES:
                 problems.append(f"{rel_dir}/{name}: {lines} lines (at most {MAX_LINES})")
-            if name.endswith((".cpp", ".cu")):
+            if name.endswith((".cpp", ".cu", ".py")):
                 units[rel_dir] += 1
             for include in re.findall(r'^#include "([^"]+)"', text, re.M):
                 target = os.path.dirname(include)
@@ -61,7 +61,7 @@ for top in CODE_DIRS:
                     edges[(part_of(rel_dir), part_of(target))] += 1
 for folder, n in sorted(units.items()):
     if n > MAX_UNITS:
-        problems.append(f"{folder}/: {n} translation units (at most {MAX_UNITS})")
+        problems.append(f"{folder}/: {n} source files (at most {MAX_UNITS})")
 for (src, dst), n in sorted(edges.items()):
     if src not in floor_of or dst not in floor_of:
         problems.append(f"{src} -> {dst}: a part with no floor in scripts/check-layout.py")

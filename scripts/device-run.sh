@@ -7,11 +7,11 @@
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
 #   e2e        the sample video on the cuDNN engine vs the CPU engine; exported torchvision models vs PyTorch
 #   stem       the stem and classifier-head benchmark (fused kernel vs cuDNN)
-#   bench      the engine benchmark beside PyTorch (tools/bench, tools/bench_pytorch.py, compare_bench.py)
+#   bench      the engine benchmark beside PyTorch (tools/bench/: bench, bench_pytorch.py, compare_bench.py)
 #   variants   the engine benchmark again with other engine options: VC_BENCH_VARIANTS, ';'-separated option sets
 #              (e.g. "--branches serial;--max-plans 64 --batches 1"), each into bench-variant-N.{log,json}
 #   rss        scripts/rss-per-restart.sh with the cuDNN engine, NVDEC then CPU decoding (VC_RSS_RESTARTS, default 6)
-#   pipeline   tools/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
+#   pipeline   tools/bench/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options.
@@ -92,10 +92,10 @@ if want bench; then
   stage "bench (cuDNN engine)"
   bench --models "$models" --batches "$batches" --json "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
   stage bench_pytorch
-  PYTHONUNBUFFERED=1 python3 tools/bench_pytorch.py --models "$models" --batches "$batches" --json "$out/bench_pytorch.json" \
+  PYTHONUNBUFFERED=1 python3 tools/bench/bench_pytorch.py --models "$models" --batches "$batches" --json "$out/bench_pytorch.json" \
     > "$out/bench_pytorch.log" 2>&1 || status=1
   [ -f "$out/bench.json" ] && [ -f "$out/bench_pytorch.json" ] &&
-    python3 tools/compare_bench.py "$out/bench.json" "$out/bench_pytorch.json" | tee "$out/summary.txt"
+    python3 tools/bench/compare_bench.py "$out/bench.json" "$out/bench_pytorch.json" | tee "$out/summary.txt"
 fi
 if want variants; then
   IFS=';' read -r -a variants <<<"${VC_BENCH_VARIANTS:-}"

@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-# A test-only Python environment: prometheus_client's parser checks the /metrics text (tests/test_service.cpp).
+# A test-only Python environment: prometheus_client's parser checks the /metrics text (tests/service/test_service.cpp).
 if [ ! -x build/test-venv/bin/python ] || ! build/test-venv/bin/python -c 'import prometheus_client' 2>/dev/null; then
   python3 -m venv build/test-venv && build/test-venv/bin/pip install -q prometheus_client==0.21.1
 fi

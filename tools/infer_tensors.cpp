@@ -6,7 +6,7 @@
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "inference/cpu/cpu_engine.hpp"
-#include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine/cudnn_engine.hpp"
 #include "inference/model/half.hpp"
 #include "inference/model/resnet.hpp"
 #include "inference/model/safetensors.hpp"

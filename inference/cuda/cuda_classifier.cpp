@@ -13,7 +13,7 @@
 
 #include "config/errors.hpp"
 #include "inference/classifier.hpp"
-#include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine/cudnn_engine.hpp"
 #include "inference/cuda/preprocess_gpu.hpp"
 
 namespace vc::inference {

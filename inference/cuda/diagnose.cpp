@@ -7,7 +7,7 @@
 
 #include "config/errors.hpp"
 #include "inference/cpu/cpu_ops.hpp"
-#include "inference/cuda/cudnn_engine.hpp"
+#include "inference/cuda/engine/cudnn_engine.hpp"
 
 namespace vc::inference {
 namespace {

@@ -2,7 +2,7 @@
 """PyTorch baseline for bench: torchvision ResNets (random weights), FP16, channels_last, cudnn.benchmark,
 eager and CUDA-graph, timed with CUDA events (median of --loops loops). Prints a table, writes JSON.
 
-Usage: python3 tools/bench_pytorch.py [--models resnet18,...] [--batches 1,8,...] [--json out.json]
+Usage: python3 tools/bench/bench_pytorch.py [--models resnet18,...] [--batches 1,8,...] [--json out.json]
 """
 import argparse
 import json
@@ -11,7 +11,7 @@ import statistics
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/requires.py
 from requires import require  # noqa: E402
 
 torch, torchvision = require("torch", "torchvision")

@@ -1,4 +1,4 @@
-#include "inference/cuda/algo_cache.hpp"
+#include "inference/cuda/engine/algo_cache.hpp"
 
 #include <unistd.h>
 

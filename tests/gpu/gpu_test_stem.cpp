@@ -11,7 +11,7 @@
 #include "config/errors.hpp"
 #include "inference/cpu/cpu_ops.hpp"
 #include "inference/cuda/cuda_memory.hpp"
-#include "inference/cuda/stem_kernel.hpp"
+#include "inference/cuda/engine/stem_kernel.hpp"
 #include "inference/model/half.hpp"
 #include "test_helpers.hpp"
 

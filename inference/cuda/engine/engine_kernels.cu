@@ -1,4 +1,4 @@
-#include "inference/cuda/engine_kernels.hpp"
+#include "inference/cuda/engine/engine_kernels.hpp"
 
 #include <algorithm>
 #include <cfloat>

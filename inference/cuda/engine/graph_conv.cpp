@@ -1,4 +1,4 @@
-#include "inference/cuda/graph_conv.hpp"
+#include "inference/cuda/engine/graph_conv.hpp"
 
 #include <cudnn_frontend.h>
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Side-by-side table of bench.json (our cuDNN engine) and bench_pytorch.json (PyTorch, same device call).
-Usage: python3 tools/compare_bench.py bench.json bench_pytorch.json [--markdown]"""
+Usage: python3 tools/bench/compare_bench.py bench.json bench_pytorch.json [--markdown]"""
 import json
 import sys
 

@@ -42,7 +42,7 @@
 
 #include "config/errors.hpp"
 #include "inference/cuda/cuda_check.hpp"
-#include "inference/cuda/stem_kernel.hpp"
+#include "inference/cuda/engine/stem_kernel.hpp"
 #include "inference/model/half.hpp"
 
 namespace vc::inference {

@@ -19,14 +19,14 @@
 #include "config/logging.hpp"
 #include "inference/cpu/cpu_engine.hpp"
 #include "inference/cuda/cuda_memory.hpp"
-#include "inference/cuda/cudnn_engine.hpp"
-#include "inference/cuda/engine_kernels.hpp"
+#include "inference/cuda/engine/cudnn_engine.hpp"
+#include "inference/cuda/engine/engine_kernels.hpp"
+#include "inference/cuda/engine/gpu_timer.hpp"
+#include "inference/cuda/engine/stem_kernel.hpp"
 #include "inference/cuda/gpu_info.hpp"
-#include "inference/cuda/gpu_timer.hpp"
-#include "inference/model/half.hpp"
 #include "inference/cuda/preprocess_gpu.hpp"
+#include "inference/model/half.hpp"
 #include "inference/model/resnet.hpp"
-#include "inference/cuda/stem_kernel.hpp"
 
 using namespace vc::inference;
 using json = nlohmann::json;
@@ -348,17 +348,12 @@ int main(int argc, char** argv) {
                                                 : BranchMode::Auto;
         o.max_graph_plans = max_plans;
         o.tie_tolerance = tie_tolerance;
-        double cold = 0;
-        json tuning;
-        {
-          CudnnEngine first(net, size, size, o);  // tunes and fills the cache
-          const auto& f = first.report();
-          cold = f.setup_seconds;
-          tuning = {{"tuning_s", f.tuning_seconds}, {"plan_build_s", f.plan_build_seconds},
-                    {"tie_tolerance", o.tie_tolerance}, {"tie_groups", f.tie_groups}, {"tie_trials", f.tie_trials},
-                    {"tie_swaps", f.tie_swaps}, {"ties_before_ms", f.ties_before_ms},
-                    {"ties_after_ms", f.ties_after_ms}, {"tie_s", f.tie_seconds}};
-        }
+        const EngineReport first = CudnnEngine(net, size, size, o).report();  // tunes and fills the cache
+        const json tuning = {{"tuning_s", first.tuning_seconds}, {"plan_build_s", first.plan_build_seconds},
+                             {"tie_tolerance", o.tie_tolerance}, {"tie_groups", first.tie_groups},
+                             {"tie_trials", first.tie_trials}, {"tie_swaps", first.tie_swaps},
+                             {"ties_before_ms", first.ties_before_ms}, {"ties_after_ms", first.ties_after_ms},
+                             {"tie_s", first.tie_seconds}};
         size_t free_before = 0, free_after = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
         CudnnEngine engine(net, size, size, o);  // the same, from the cache
@@ -373,14 +368,13 @@ int main(int argc, char** argv) {
         const double gpu_mib = double(free_before - free_after) / 1048576.0;
         const auto graph_layers = std::count_if(r.convs.begin(), r.convs.end(), [](const ConvChoice& c) { return c.api == "graph"; });
         fmt::print("{:<10} {:>5} {:>10.3f} {:>10.0f} {:>9.2f} {:>9.2f} {:>10.1f} {:>10.1f} {:>9.0f} {:>13}/{:<2} {}\n", m,
-                   batch, ms, batch * 1000.0 / ms, cold, r.setup_seconds, r.activation_bytes / 1048576.0,
+                   batch, ms, batch * 1000.0 / ms, first.setup_seconds, r.setup_seconds, r.activation_bytes / 1048576.0,
                    r.naive_activation_bytes / 1048576.0, gpu_mib, graph_layers, r.convs.size(),
                    fmt::format("{} / {} / {}{}", r.stem, r.head, r.branches,
                                r.concurrent_ms > 0 ? fmt::format(" (concurrent {:.4f} ms, serial {:.4f} ms)",
                                                                  r.concurrent_ms, r.serial_ms)
                                                    : "") +
-                       fmt::format("; first start: {} of {} tie swaps kept", tuning["tie_swaps"].get<int>(),
-                                   tuning["tie_trials"].get<int>()));
+                       fmt::format("; first start: {} of {} tie swaps kept", first.tie_swaps, first.tie_trials));
         std::fflush(stdout);
         json convs = json::array();
         for (const auto& c : r.convs) {
@@ -389,8 +383,9 @@ int main(int argc, char** argv) {
                            {"graph_ms", c.graph_ms}, {"source", c.source}});
         }
         results["engine"].push_back({{"model", m}, {"batch", batch}, {"size", size}, {"ms", ms},
-                                     {"images_per_s", batch * 1000.0 / ms}, {"startup_cold_s", cold},
-                                     {"startup_cached_s", r.setup_seconds}, {"tuning_cold_s", tuning["tuning_s"]}, {"first_start", tuning}, {"activation_bytes", r.activation_bytes},
+                                     {"images_per_s", batch * 1000.0 / ms}, {"startup_cold_s", first.setup_seconds},
+                                     {"startup_cached_s", r.setup_seconds}, {"tuning_cold_s", first.tuning_seconds},
+                                     {"first_start", tuning}, {"activation_bytes", r.activation_bytes},
                                      {"naive_activation_bytes", r.naive_activation_bytes},
                                      {"workspace_bytes", r.workspace_bytes}, {"weight_bytes", r.weight_bytes},
                                      {"gpu_bytes", free_before - free_after}, {"tf32_stem", tf32}, {"stem", r.stem},

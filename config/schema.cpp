@@ -1,0 +1,405 @@
+// The schema: every key of the configuration, once, with its type, range and description (see schema.hpp).
+#include "config/schema.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/errors.hpp"
+
+namespace vc::config {
+namespace detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- The names of every choice, once.
+
+template <typename E>
+struct Names {
+  static const std::vector<std::pair<E, const char*>> table;
+};
+template <>
+const std::vector<std::pair<InputKind, const char*>> Names<InputKind>::table = {
+    {InputKind::Webcam, "webcam"}, {InputKind::File, "file"}, {InputKind::Uri, "uri"},
+    {InputKind::Image, "image"},   {InputKind::Test, "test"}};
+template <>
+const std::vector<std::pair<DropPolicy, const char*>> Names<DropPolicy>::table = {
+    {DropPolicy::Auto, "auto"}, {DropPolicy::Drop, "drop"}, {DropPolicy::Block, "block"}};
+template <>
+const std::vector<std::pair<Decoder, const char*>> Names<Decoder>::table = {
+    {Decoder::Auto, "auto"}, {Decoder::Gpu, "gpu"}, {Decoder::Cpu, "cpu"}};
+template <>
+const std::vector<std::pair<OutputKind, const char*>> Names<OutputKind>::table = {
+    {OutputKind::File, "file"}, {OutputKind::Images, "images"}, {OutputKind::Display, "display"},
+    {OutputKind::Rtsp, "rtsp"}, {OutputKind::None, "none"}};
+template <>
+const std::vector<std::pair<Codec, const char*>> Names<Codec>::table = {
+    {Codec::Auto, "auto"}, {Codec::X264, "x264"}, {Codec::Nvh264, "nvh264"}};
+template <>
+const std::vector<std::pair<Resize, const char*>> Names<Resize>::table = {
+    {Resize::Stretch, "stretch"}, {Resize::Crop, "crop"}, {Resize::Letterbox, "letterbox"}};
+template <>
+const std::vector<std::pair<Device, const char*>> Names<Device>::table = {
+    {Device::Auto, "auto"}, {Device::Cuda, "cuda"}, {Device::Cpu, "cpu"}};
+template <>
+const std::vector<std::pair<Precision, const char*>> Names<Precision>::table = {
+    {Precision::Strict, "strict"}, {Precision::Tf32Stem, "tf32_stem"}};
+template <>
+const std::vector<std::pair<Corner, const char*>> Names<Corner>::table = {
+    {Corner::TopLeft, "top-left"}, {Corner::TopRight, "top-right"},
+    {Corner::BottomLeft, "bottom-left"}, {Corner::BottomRight, "bottom-right"}};
+template <>
+const std::vector<std::pair<Headline, const char*>> Names<Headline>::table = {
+    {Headline::Smoothed, "smoothed"}, {Headline::Top1, "top1"}};
+
+template <typename E>
+const char* name_of(E v) {
+  for (const auto& [e, n] : Names<E>::table) {
+    if (e == v) return n;
+  }
+  return "?";
+}
+
+}  // namespace
+
+// ---- Errors that say where.
+
+// Where a value came from, for error messages: "file.yaml:3:7" or "--set a.b=c".
+std::string where(const std::string& origin, const YAML::Node& node, bool has_marks) {
+  if (!has_marks || node.Mark().is_null()) return origin;
+  return fmt::format("{}:{}:{}", origin, node.Mark().line + 1, node.Mark().column + 1);
+}
+
+[[noreturn]] void reject(const std::string& at, const std::string& path, const std::string& why) {
+  throw ConfigError(fmt::format("{}: {}: {}", at, path, why));
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "nothing (null)";
+    default: return fmt::format("'{}'", node.Scalar());
+  }
+}
+
+// A mapping key as text; keys that are lists or mappings are a configuration error, not a crash.
+std::string key_text(const YAML::Node& key, const std::string& at, const std::string& parent) {
+  if (!key.IsScalar()) reject(at, parent.empty() ? "<top level>" : parent, "a key must be a name, got " + describe(key));
+  return key.Scalar();
+}
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean top_k?)" when a known name is close to `wrong`, else "".
+std::string did_you_mean(const std::string& wrong, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  auto squash = [](std::string s) {
+    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '_' || c == '-'; }), s.end());
+    return s;
+  };
+  for (const auto& k : known) {
+    const size_t d = squash(k) == squash(wrong) ? 0 : edit_distance(k, wrong);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  const size_t limit = std::max<size_t>(2, wrong.size() / 3);
+  return !best.empty() && best_distance <= limit && best_distance < wrong.size() ? fmt::format(" (did you mean {}?)", best) : "";
+}
+
+namespace {
+
+// ---- The field types of the schema.
+
+template <typename T>
+T scalar_as(const YAML::Node& node, const std::string& at, const std::string& path, const char* type_name) {
+  if (!node.IsScalar()) reject(at, path, fmt::format("expected {}, got {}", type_name, describe(node)));
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    reject(at, path, fmt::format("expected {}, got {}", type_name, describe(node)));
+  }
+}
+
+Field text(std::string path, std::string* field, std::string description, std::vector<std::string> allowed = {}) {
+  Field f{std::move(path), std::move(description), {}, [field] { return YAML::Node(*field); }, true};
+  f.set = [field, allowed, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    auto value = node.IsNull() ? std::string() : scalar_as<std::string>(node, ctx.at, p, "a string");
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+      reject(ctx.at, p, fmt::format("'{}' is not one of: {}{}", value, fmt::join(allowed, ", "), did_you_mean(value, allowed)));
+    }
+    *field = std::move(value);
+  };
+  if (!allowed.empty()) f.description += fmt::format(" ({})", fmt::join(allowed, " | "));
+  return f;
+}
+
+// A path: relative values given in a config file resolve against the file's directory. "-" (stdout),
+// "~/…" and absolute paths are kept as they are.
+Field path(std::string key, std::string* field, std::string description) {
+  Field f = text(std::move(key), field, std::move(description));
+  auto plain = f.set;
+  f.set = [field, plain](const YAML::Node& node, const SetContext& ctx) {
+    plain(node, ctx);
+    if (!ctx.base_dir.empty() && !field->empty() && *field != "-" && field->rfind("~/", 0) != 0 &&
+        fs::path(*field).is_relative()) {
+      *field = (fs::path(ctx.base_dir) / *field).lexically_normal().string();
+    }
+  };
+  return f;
+}
+
+template <typename E>
+Field choice(std::string path, E* field, std::string description) {
+  std::vector<std::string> names;
+  for (const auto& [e, n] : Names<E>::table) names.emplace_back(n);
+  Field f{std::move(path), std::move(description), {}, [field] { return YAML::Node(std::string(name_of(*field))); }, true};
+  f.set = [field, names, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    const auto value = scalar_as<std::string>(node, ctx.at, p, "a name");
+    for (const auto& [e, n] : Names<E>::table) {
+      if (value == n) {
+        *field = e;
+        return;
+      }
+    }
+    reject(ctx.at, p, fmt::format("'{}' is not one of: {}{}", value, fmt::join(names, ", "), did_you_mean(value, names)));
+  };
+  f.description += fmt::format(" ({})", fmt::join(names, " | "));
+  return f;
+}
+
+// A number as YAML: doubles in their shortest exact form (0.485, not yaml-cpp's 0.48499999999999999).
+template <typename T>
+YAML::Node number_node(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return YAML::Node(fmt::format("{}", v));
+  } else {
+    return YAML::Node(v);
+  }
+}
+
+template <typename T>
+Field number(std::string path, T* field, T lo, T hi, std::string description) {
+  Field f{std::move(path), std::move(description), {}, [field] { return number_node(*field); }};
+  f.set = [field, lo, hi, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    const T value = scalar_as<T>(node, ctx.at, p, std::is_integral_v<T> ? "an integer" : "a number");
+    if (!(value >= lo && value <= hi)) reject(ctx.at, p, fmt::format("{} is out of range [{}, {}]", value, lo, hi));
+    *field = value;
+  };
+  return f;
+}
+
+Field boolean(std::string path, bool* field, std::string description) {
+  Field f{std::move(path), std::move(description), {}, [field] { return YAML::Node(*field); }};
+  f.set = [field, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    *field = scalar_as<bool>(node, ctx.at, p, "true or false");
+  };
+  return f;
+}
+
+template <typename T>
+Field triple(std::string path, std::array<T, 3>* field, T lo, T hi, std::string description) {
+  Field f{std::move(path), std::move(description), {}, {}};
+  f.get = [field] {
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (T v : *field) n.push_back(number_node(v));
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+  };
+  f.set = [field, lo, hi, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    if (!node.IsSequence() || node.size() != 3) {
+      reject(ctx.at, p, fmt::format("expected a list of 3 numbers, got {}", describe(node)));
+    }
+    std::array<T, 3> value{};
+    for (size_t i = 0; i < 3; ++i) {
+      value[i] = scalar_as<T>(node[i], ctx.at, fmt::format("{}[{}]", p, i), std::is_integral_v<T> ? "an integer" : "a number");
+      if (!(value[i] >= lo && value[i] <= hi)) {
+        reject(ctx.at, fmt::format("{}[{}]", p, i), fmt::format("{} is out of range [{}, {}]", value[i], lo, hi));
+      }
+    }
+    *field = value;
+  };
+  return f;
+}
+
+Field int_map(std::string path, std::map<std::string, int>* field, std::string description) {
+  Field f{std::move(path), std::move(description), {}, {}};
+  f.get = [field] {
+    YAML::Node n(YAML::NodeType::Map);
+    for (const auto& [k, v] : *field) n[k] = v;
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+  };
+  f.set = [field, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    if (node.IsNull()) return field->clear();
+    if (!node.IsMap()) reject(ctx.at, p, fmt::format("expected a mapping of name: number, got {}", describe(node)));
+    std::map<std::string, int> value;
+    for (const auto& kv : node) {
+      const auto key = key_text(kv.first, ctx.at, p);
+      value[key] = scalar_as<int>(kv.second, ctx.at, p + "." + key, "an integer");
+      if (value[key] < 0) reject(ctx.at, p + "." + key, "an algorithm number is >= 0");
+    }
+    *field = std::move(value);
+  };
+  return f;
+}
+
+}  // namespace
+
+// ---- The schema.
+
+std::vector<Field> input_schema(Input& i, const std::string& prefix) {
+  const auto k = [&](const char* key) { return prefix + "." + key; };
+  return {
+      text(k("name"), &i.name, "stream name in results, outputs and metrics; empty = stream0, stream1, …"),
+      choice(k("kind"), &i.kind, "where frames come from"),
+      text(k("device"), &i.device, "webcam: V4L2 device path"),
+      path(k("path"), &i.path, "file: video file; image: image file, directory or glob"),
+      text(k("uri"), &i.uri, "uri: rtsp://, http(s):// or file:// address"),
+      text(k("pattern"), &i.pattern, "test: videotestsrc pattern (smpte, ball, snow, …)"),
+      number(k("width"), &i.width, 0, 16384, "requested width in pixels; 0 = the source's own"),
+      number(k("height"), &i.height, 0, 16384, "requested height in pixels; 0 = the source's own"),
+      number(k("fps"), &i.fps, 0.0, 1000.0, "requested frame rate; 0 = the source's own"),
+      boolean(k("loop"), &i.loop, "file/image: start again at the end"),
+      boolean(k("realtime"), &i.realtime, "file: deliver frames at the file's own rate, like a camera (live)"),
+      choice(k("drop"), &i.drop, "frame-drop policy: auto drops the stalest frame for live sources, never for files"),
+      choice(k("decoder"), &i.decoder, "auto: NVDEC when available, else CPU; gpu: NVDEC or fail; cpu: never NVDEC"),
+      number<int64_t>(k("max_frames"), &i.max_frames, 0, INT64_MAX, "stop after this many frames; 0 = no limit"),
+      number(k("stall_timeout_s"), &i.stall_timeout_s, 0.0, 86400.0,
+             "no frame for this long: a live source restarts, a file fails; 0 = never"),
+      number(k("reconnect.attempts"), &i.reconnect.attempts, 0, 1000000,
+             "live source: restarts after a failure or stall before it gives up; 0 = no limit"),
+      number(k("reconnect.delay_s"), &i.reconnect.delay_s, 0.0, 3600.0, "first wait before a restart (doubles each time)"),
+      number(k("reconnect.max_delay_s"), &i.reconnect.max_delay_s, 0.0, 3600.0, "longest wait between restarts"),
+  };
+}
+
+std::vector<Field> schema(Config& c) {
+  auto& o = c.output;
+  auto& m = c.model;
+  auto& n = c.inference;
+  auto& v = c.overlay;
+  auto& q = c.mqtt;
+  return {
+      choice("output.kind", &o.kind, "where labelled video goes"),
+      path("output.path", &o.path, "file: .mp4/.mkv/.mov ({stream} = one per stream); images: a directory"),
+      boolean("output.tiled", &o.tiled, "all streams in one mosaic (file, display, rtsp)"),
+      number("output.width", &o.width, 0, 16384, "output width; 0 = the frame's (mosaic: 1920)"),
+      number("output.height", &o.height, 0, 16384, "output height; 0 = the frame's (mosaic: 1080)"),
+      choice("output.codec", &o.codec, "file/rtsp: H.264 encoder (auto: NVENC if present, else x264)"),
+      number("output.bitrate_kbps", &o.bitrate_kbps, 100, 200000, "encoder bitrate in kbit/s"),
+      number("output.fragment_s", &o.fragment_s, 0.0, 3600.0,
+             "MP4: write a fragment this often so a crash leaves a playable file; 0 = off"),
+      text("output.rtsp_address", &o.rtsp_address, "rtsp: address to listen on; 0.0.0.0 = all interfaces"),
+      number("output.rtsp_port", &o.rtsp_port, 1, 65535, "rtsp: server port"),
+      text("output.rtsp_path", &o.rtsp_path, "rtsp: mount point, e.g. /classify"),
+      path("output.results", &o.results, "JSON-lines results ({stream} = one file per stream); empty = none, - = stdout"),
+      boolean("output.results_timing", &o.results_timing, "results lines carry the per-stage latency breakdown"),
+
+      path("model.weights", &m.weights, "ResNet weights (.safetensors, torchvision/timm names); empty = bundled model"),
+      path("model.labels", &m.labels, "class names, one per line; empty = the model file's own"),
+      text("model.architecture", &m.architecture, "network; auto = inferred from the weights",
+           {"auto", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
+            "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2"}),
+      number("model.input_size", &m.input_size, 16, 1024, "square model input size in pixels"),
+      choice("model.resize", &m.resize, "how frames are fitted to the input"),
+      number("model.crop_ratio", &m.crop_ratio, 0.1, 1.0, "crop: input_size / shorter side after resize"),
+      triple("model.mean", &m.mean, -10.0, 10.0, "per-channel mean (RGB, 0..1 units)"),
+      triple("model.std", &m.std, 1e-6, 10.0, "per-channel standard deviation (RGB, 0..1 units)"),
+      number("model.top_k", &m.top_k, 1, 100, "labels reported per frame"),
+      number("model.bn_eps", &m.bn_eps, 0.0, 1.0, "BatchNorm epsilon used when folding"),
+
+      choice("inference.device", &n.device, "engine: cuda (cuDNN) or cpu (reference); auto picks cuda if usable"),
+      number("inference.gpu_id", &n.gpu_id, 0, 63, "CUDA device ordinal"),
+      number("inference.batch_size", &n.batch_size, 1, 1024, "most frames per forward pass, from any streams"),
+      number("inference.batch_timeout_ms", &n.batch_timeout_ms, 0.0, 10000.0,
+             "longest wait to fill a batch once its first frame is there"),
+      choice("inference.precision", &n.precision, "stem/classifier precision: strict FP32, or TF32 in the stem"),
+      boolean("inference.autotune", &n.autotune, "time cuDNN algorithms on the real shapes at start-up"),
+      path("inference.autotune_cache", &n.autotune_cache, "algorithm cache file; empty = no cache"),
+      number("inference.workspace_mb", &n.workspace_mb, 0, 65536, "cuDNN workspace limit in MiB"),
+      boolean("inference.deterministic", &n.deterministic, "use only deterministic algorithms"),
+      boolean("inference.cuda_graph", &n.cuda_graph, "capture the forward pass in a CUDA graph"),
+      int_map("inference.algorithms", &n.algorithms, "per-layer cuDNN algorithm override, e.g. {layer1.0.conv1: 1}"),
+      number("inference.cpu_threads", &n.cpu_threads, 0, 1024, "CPU engine threads; 0 = all cores"),
+
+      boolean("overlay.enabled", &v.enabled, "draw labels onto the output video"),
+      choice("overlay.headline", &v.headline, "the big label: the smoothed label or this frame's top-1"),
+      number("overlay.font_scale", &v.font_scale, 0.1, 10.0, "text size (scaled with the frame)"),
+      choice("overlay.position", &v.position, "panel corner"),
+      triple("overlay.text_color", &v.text_color, 0, 255, "text colour [R, G, B]"),
+      triple("overlay.bar_color", &v.bar_color, 0, 255, "confidence bar colour [R, G, B]"),
+      triple("overlay.background_color", &v.background_color, 0, 255, "panel colour [R, G, B]"),
+      number("overlay.background_alpha", &v.background_alpha, 0.0, 1.0, "panel opacity"),
+      boolean("overlay.show_fps", &v.show_fps, "show frames per second"),
+      boolean("overlay.show_latency", &v.show_latency, "show capture-to-result latency"),
+
+      number("smoothing.window", &c.smoothing.window, 1, 1000, "EMA window in frames; 1 = no smoothing"),
+      number("smoothing.threshold", &c.smoothing.threshold, 0.0, 1.0,
+             "smoothed confidence under this is reported as uncertain"),
+
+      text("logging.level", &c.logging.level, "log level", {"trace", "debug", "info", "warn", "error", "critical", "off"}),
+      path("logging.file", &c.logging.file, "also write the log here; empty = stderr only"),
+      number("logging.perf_interval_s", &c.logging.perf_interval_s, 0.0, 3600.0,
+             "a one-line performance report this often (live runs); 0 = off"),
+
+      boolean("mqtt.enabled", &q.enabled, "publish results and events to an MQTT broker"),
+      text("mqtt.host", &q.host, "broker host"),
+      number("mqtt.port", &q.port, 1, 65535, "broker port (1883; 8883 with TLS)"),
+      text("mqtt.topic_prefix", &q.topic_prefix, "topics: PREFIX/STREAM/result|event|state, PREFIX/status"),
+      text("mqtt.client_id", &q.client_id, "client id; empty = video-classifier-HOST-PID"),
+      number("mqtt.qos", &q.qos, 0, 1, "MQTT quality of service for results and events"),
+      number("mqtt.result_interval_s", &q.result_interval_s, 0.0, 3600.0,
+             "per-stream result messages at most this often; 0 = every frame"),
+      text("mqtt.username", &q.username, "user name; empty = none"),
+      path("mqtt.password_file", &q.password_file, "file holding the password (or set VC_MQTT_PASSWORD)"),
+      path("mqtt.tls_ca_file", &q.tls_ca_file, "CA certificate (PEM): enables TLS"),
+      path("mqtt.tls_cert_file", &q.tls_cert_file, "client certificate (PEM) for mutual TLS"),
+      path("mqtt.tls_key_file", &q.tls_key_file, "client key (PEM) for mutual TLS"),
+      boolean("mqtt.tls_insecure", &q.tls_insecure, "do not check the broker's host name (testing only)"),
+      number("mqtt.keepalive_s", &q.keepalive_s, 5, 3600, "keep-alive interval"),
+      number("mqtt.buffer_messages", &q.buffer_messages, 1, 10000000,
+             "messages held while the broker is away; beyond, the oldest are dropped (counted)"),
+
+      boolean("metrics.enabled", &c.metrics.enabled, "serve /metrics (Prometheus), /healthz and /readyz over HTTP"),
+      text("metrics.address", &c.metrics.address, "address to listen on"),
+      number("metrics.port", &c.metrics.port, 1, 65535, "HTTP port"),
+      number("metrics.stall_s", &c.metrics.stall_s, 1.0, 86400.0,
+             "/healthz fails when a running stream's last frame is older than this"),
+  };
+}
+
+}  // namespace detail
+
+const char* name(InputKind v) { return detail::name_of(v); }
+const char* name(DropPolicy v) { return detail::name_of(v); }
+const char* name(Decoder v) { return detail::name_of(v); }
+const char* name(OutputKind v) { return detail::name_of(v); }
+const char* name(Codec v) { return detail::name_of(v); }
+const char* name(Resize v) { return detail::name_of(v); }
+const char* name(Device v) { return detail::name_of(v); }
+const char* name(Precision v) { return detail::name_of(v); }
+const char* name(Corner v) { return detail::name_of(v); }
+const char* name(Headline v) { return detail::name_of(v); }
+
+}  // namespace vc::config
