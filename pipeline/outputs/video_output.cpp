@@ -21,6 +21,10 @@ namespace vc::pipeline {
 namespace {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// An output whose pipeline takes no frame for this long, with no error on its bus, is stuck (PipelineOutput).
+constexpr auto kStuck = std::chrono::seconds(60);
 
 // fps 0: a variable frame rate (each frame carries its own time).
 GstCaps* bgr_caps(int w, int h, double fps) {
@@ -70,8 +74,10 @@ GstBuffer* wrap(const OutputFrame& f, double fps) {
   const bool write = error && error->domain == GST_RESOURCE_ERROR &&
                      (error->code == GST_RESOURCE_ERROR_WRITE || error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT ||
                       error->code == GST_RESOURCE_ERROR_OPEN_WRITE || error->code == GST_RESOURCE_ERROR_CLOSE);
+  const bool full = error && error->domain == GST_RESOURCE_ERROR && error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT;
   if (error) g_error_free(error);
-  const auto message = fmt::format("{}: {}", what, describe_error(m));
+  const auto message = fmt::format("{}: {}{}", what, full ? "the disk is full, the video cannot be written: " : "",
+                                   describe_error(m));
   if (write) throw IoError(message);
   throw UnavailableError(message);
 }
@@ -96,8 +102,11 @@ class PipelineOutput : public VideoOutput {
     stop_pipeline(pipeline_.get());
   }
 
+  // The appsrc never blocks (a push into a full appsrc whose pipeline then fails would never return): we wait for
+  // room ourselves, watching the bus all the while, so a failed encoder or a full disk ends the wait at once.
   void push(const OutputFrame& f) override {
     check_bus(false);
+    wait_for_room();
     if (gst_app_src_push_buffer(GST_APP_SRC(src_), wrap(f, fps_)) != GST_FLOW_OK) check_bus(true);
     ++frames_;
   }
@@ -130,6 +139,28 @@ class PipelineOutput : public VideoOutput {
 
   GstElement* pipeline() const { return pipeline_.get(); }
 
+  void wait_for_room() {
+    const guint64 limit = gst_app_src_get_max_bytes(GST_APP_SRC(src_));
+    guint64 level = gst_app_src_get_current_level_bytes(GST_APP_SRC(src_));
+    auto progress = Clock::now();
+    while (level >= limit) {
+      if (MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), 20 * GST_MSECOND, GST_MESSAGE_ERROR)}) {
+        finished_ = true;
+        failed();
+        throw_output_error(m.get(), what_);
+      }
+      const guint64 now_level = gst_app_src_get_current_level_bytes(GST_APP_SRC(src_));
+      if (now_level < level) progress = Clock::now();
+      level = now_level;
+      if (Clock::now() - progress > kStuck) {
+        finished_ = true;
+        failed();
+        throw IoError(fmt::format("{}: the encoder took no frame for {} s", what_,
+                                  std::chrono::duration_cast<std::chrono::seconds>(kStuck).count()));
+      }
+    }
+  }
+
   void check_bus(bool must_fail) {
     if (MessagePtr m{gst_bus_pop_filtered(bus_.get(), GST_MESSAGE_ERROR)}) {
       finished_ = true;
@@ -158,7 +189,7 @@ class PipelineOutput : public VideoOutput {
 
 GstElement* add_appsrc(GstElement* p, int w, int h, double fps, bool live) {
   GstElement* src = add_element(p, "appsrc", "src");
-  g_object_set(src, "format", GST_FORMAT_TIME, "block", TRUE, "is-live", live ? TRUE : FALSE, "max-bytes",
+  g_object_set(src, "format", GST_FORMAT_TIME, "block", FALSE, "is-live", live ? TRUE : FALSE, "max-bytes",
                guint64(size_t(w) * h * 3 * 4), nullptr);
   GstCaps* caps = bgr_caps(w, h, fps);
   g_object_set(src, "caps", caps, nullptr);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
+#include "config/logging.hpp"
 #include "pipeline/sources/gst_probe.hpp"
 
 namespace vc::pipeline {
@@ -69,12 +70,9 @@ std::string describe_error(GstMessage* m) {
   GError* error = nullptr;
   gchar* debug = nullptr;
   gst_message_parse_error(m, &error, &debug);
-  std::string text = fmt::format("element '{}': {}", GST_OBJECT_NAME(GST_MESSAGE_SRC(m)), error ? error->message : "?");
-  if (debug && *debug) {
-    std::string d = debug;
-    if (d.size() > 300) d = d.substr(0, 300) + "…";
-    text += fmt::format(" ({})", d);
-  }
+  const std::string text = fmt::format("element '{}': {}", GST_OBJECT_NAME(GST_MESSAGE_SRC(m)), error ? error->message : "?");
+  // GStreamer's own detail (source file, function, element path) helps a developer, not a user: debug level only.
+  if (debug && *debug) vc::log::get("gstreamer")->debug("{} ({})", text, debug);
   if (error) g_error_free(error);
   g_free(debug);
   return text;

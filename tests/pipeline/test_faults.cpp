@@ -52,6 +52,23 @@ TEST_CASE("results that cannot be written end the run with 74, never 0") {
   CHECK(seconds_since(started) < 10);  // it stops at the first lost line, not at the end of the input
 }
 
+TEST_CASE("a video output whose disk fills while the encoder is behind: exit 74 within seconds, the disk named") {
+  // Four 1080p noise streams into one mosaic: x264 is the slow stage, so the output's queue is full when the file
+  // write fails. A full disk: every write to /dev/full fails with ENOSPC.
+  const auto out = path("full-disk.mkv");
+  fs::remove(out);
+  fs::create_symlink("/dev/full", out);
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = run_command(app("--input test:snow --input test:snow --input test:snow --input test:snow "
+                                 "--set input.width=1920 --set input.height=1080 --set output.tiled=true --output '" +
+                                 out + "'", 40));
+  fs::remove(out);
+  CHECK_MESSAGE(r.code == 74, r.output);
+  CHECK(r.output.find("the disk is full") != std::string::npos);
+  CHECK(r.output.find(out) != std::string::npos);
+  CHECK(seconds_since(started) < 15);
+}
+
 TEST_CASE("a reader that closes the pipe: exit 74, and the video is still finalized") {
   const auto out = path("sigpipe.mp4");
   const auto r = run_command("((" + app("--input test --set input.fps=30 --set input.max_frames=600 --output '" + out +
