@@ -169,7 +169,9 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
     }
     const int64_t t = stream_time_ns(f, stats_.live, live_origin_);
     draw_overlay(image, overlay_.make(item.result, stats_, f.pts_ns >= 0 && !stats_.live ? f.pts_ns : t), overlay_.style);
+    const int64_t skipped = video_->dropped();
     video_->push({image, t, f.index, stats_.name, f.source});
+    stats_.output_dropped += video_->dropped() - skipped;  // an RTSP client that is behind
     stats_.output.add(std::chrono::duration<double, std::milli>(Clock::now() - started).count());
   }
 

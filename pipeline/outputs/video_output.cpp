@@ -25,6 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 // An output whose pipeline takes no frame for this long, with no error on its bus, is stuck (PipelineOutput).
 constexpr auto kStuck = std::chrono::seconds(60);
+// Frames an RTSP client's pipeline may hold before it skips frames (a slow encoder must not grow memory for ever).
+constexpr size_t kClientQueueFrames = 4;
 
 // fps 0: a variable frame rate (each frame carries its own time).
 GstCaps* bgr_caps(int w, int h, double fps) {
@@ -278,7 +280,7 @@ class DisplayOutput final : public PipelineOutput {
 // place a launch description is used (gst-rtsp-server builds media from it): it holds only numbers we format.
 class RtspOutput final : public VideoOutput {
  public:
-  explicit RtspOutput(const VideoOutput::Options& o) : fps_(o.fps) {
+  explicit RtspOutput(const VideoOutput::Options& o) : fps_(o.fps), frame_bytes_(size_t(o.width) * size_t(o.height) * 3) {
     const int rate = o.fps > 0 ? std::max(1, int(o.fps + 0.5)) : 30;  // RTSP clients are timed by the server's clock
     context_ = g_main_context_new();
     loop_ = g_main_loop_new(context_, FALSE);
@@ -303,7 +305,8 @@ class RtspOutput final : public VideoOutput {
                      }), this);
     gst_rtsp_mount_points_add_factory(mounts, o.path.c_str(), factory);
     g_object_unref(mounts);
-    if (gst_rtsp_server_attach(server_, context_) == 0) {
+    server_source_ = gst_rtsp_server_attach(server_, context_);
+    if (server_source_ == 0) {
       g_object_unref(server_);
       g_main_loop_unref(loop_);
       g_main_context_unref(context_);
@@ -316,24 +319,46 @@ class RtspOutput final : public VideoOutput {
   }
   ~RtspOutput() override {
     finish();
-    g_main_loop_quit(loop_);
+    // Quit from inside the loop: a g_main_loop_quit() before the thread has entered g_main_loop_run() is lost (and
+    // join() would wait for ever); an idle source attached to the loop's context runs once the loop does.
+    GSource* quit = g_idle_source_new();
+    g_source_set_callback(quit, [](gpointer loop) {
+      g_main_loop_quit(static_cast<GMainLoop*>(loop));
+      return gboolean(G_SOURCE_REMOVE);
+    }, loop_, nullptr);
+    g_source_attach(quit, context_);
+    g_source_unref(quit);
     if (thread_.joinable()) thread_.join();
+    if (GSource* listening = g_main_context_find_source_by_id(context_, server_source_)) g_source_destroy(listening);
+    if (dropped_ > 0) {
+      vc::log::get("pipeline")->warn("{}: {} frame(s) not sent to clients that could not keep up", what_, dropped_);
+    }
     g_object_unref(server_);
     g_main_loop_unref(loop_);
     g_main_context_unref(context_);
   }
+  // Never blocks: a client's pipeline that is behind by its queue (kClientQueueFrames) skips this frame, counted.
   void push(const OutputFrame& f) override {
     std::lock_guard lock(mutex_);
+    bool skipped = false;
     for (auto it = sources_.begin(); it != sources_.end();) {
-      if (gst_app_src_push_buffer(GST_APP_SRC(*it), wrap(f, fps_)) != GST_FLOW_OK) {
+      auto* src = GST_APP_SRC(*it);
+      if (gst_app_src_get_current_level_bytes(src) >= gst_app_src_get_max_bytes(src)) {
+        skipped = true;
+        ++it;
+        continue;
+      }
+      if (gst_app_src_push_buffer(src, wrap(f, fps_)) != GST_FLOW_OK) {
         gst_object_unref(*it);
         it = sources_.erase(it);  // that client went away
       } else {
         ++it;
       }
     }
+    dropped_ += skipped;
     ++frames_;
   }
+  int64_t dropped() const override { return dropped_; }
   void finish() override {
     std::lock_guard lock(mutex_);
     for (auto* s : sources_) {
@@ -351,12 +376,16 @@ class RtspOutput final : public VideoOutput {
     GstElement* src = gst_bin_get_by_name_recurse_up(GST_BIN(bin), "src");
     gst_object_unref(bin);
     if (!src) return;
+    g_object_set(src, "max-bytes", guint64(frame_bytes_) * kClientQueueFrames, nullptr);
     std::lock_guard lock(mutex_);
     sources_.push_back(src);
   }
 
   double fps_;
+  size_t frame_bytes_;
   std::string what_;
+  guint server_source_ = 0;
+  int64_t dropped_ = 0;
   GMainContext* context_ = nullptr;
   GMainLoop* loop_ = nullptr;
   GstRTSPServer* server_ = nullptr;

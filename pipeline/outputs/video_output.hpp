@@ -43,6 +43,8 @@ class VideoOutput {
   virtual void finish() = 0;
   [[nodiscard]] virtual std::string description() const = 0;
   [[nodiscard]] virtual int64_t frames() const = 0;
+  // Frames a live output skipped because its consumer could not keep up (RTSP clients), counted.
+  [[nodiscard]] virtual int64_t dropped() const { return 0; }
 };
 
 // The display sink this machine would use ("ximagesink", "waylandsink"), or throws vc::UnavailableError saying
