@@ -18,14 +18,14 @@ namespace {
 
 // The first frame of an input, preprocessed for the model (CPU reference preprocessing).
 std::vector<uint16_t> first_frame(const config::Input& input, const inference::PreprocessParams& params) {
-  pipeline::FrameHub hub({{4, false}});
-  std::atomic<bool> stop{false};
-  pipeline::Stream stream(0, input, false, {&hub, nullptr, nullptr, &stop});
+  auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{4, false}});
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop});
   stream.start();
   std::vector<pipeline::Frame> frames;
-  while (frames.empty() && !hub.all_done()) frames = hub.pop_batch(1, std::chrono::microseconds(0));
-  stop = true;
-  while (!hub.all_done()) (void)hub.pop_batch(4, std::chrono::microseconds(0));
+  while (frames.empty() && !hub->all_done()) frames = hub->pop_batch(1, std::chrono::microseconds(0));
+  *stop = true;
+  while (!hub->all_done()) (void)hub->pop_batch(4, std::chrono::microseconds(0));
   stream.join();
   if (frames.empty()) {
     const auto f = stream.failure();

@@ -48,6 +48,8 @@ class CpuClassifier final : public Classifier {
     pending_.push_back(engine_.forward(input_, n, s, s));
   }
 
+  bool ready() override { return !pending_.empty(); }  // the work is done in submit()
+
   void collect(std::vector<float>& logits) override {
     if (pending_.empty()) throw InternalError("CPU classifier: nothing submitted");
     logits = std::move(pending_.front());

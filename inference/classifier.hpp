@@ -41,6 +41,8 @@ class Classifier {
   virtual void submit(std::span<const FrameView> frames) = 0;
   // Waits for the oldest submitted batch and writes its logits (frames x num_classes(), row-major) to `logits`.
   virtual void collect(std::vector<float>& logits) = 0;
+  // Whether the oldest submitted batch has finished: collect() would not wait. False when nothing was submitted.
+  [[nodiscard]] virtual bool ready() = 0;
 
   // submit + collect, one row per frame.
   std::vector<std::vector<float>> classify(std::span<const FrameView> frames);

@@ -26,13 +26,31 @@ using namespace std::chrono_literals;
 
 // At the end of a run, how long sources may go on stopping with none of them finishing before one is left behind.
 constexpr auto kStopGrace = 3s;
+// With nothing in flight, how long the loop waits for a first frame before it looks around (stop requests, progress).
+constexpr auto kIdleWait = 200ms;
 
-struct ContextUnref {
-  void operator()(GstContext* c) const {
-    if (c) gst_context_unref(c);
+// Where streams send their events (stream_down, stream_up): the post stage while it takes them, nowhere after. A
+// stream left behind at the end (a source that will not stop) may outlive the post stage; it holds this gate, not
+// the stage.
+class EventGate {
+ public:
+  void open(PostStage* post) {
+    std::lock_guard lock(mutex_);
+    post_ = post;
   }
+  void submit(StreamEvent e) {
+    std::lock_guard lock(mutex_);
+    if (post_) post_->submit(std::move(e));
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    post_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  PostStage* post_ = nullptr;
 };
-using ContextPtr = std::unique_ptr<GstContext, ContextUnref>;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -187,27 +205,27 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
 
 class Runner::Impl final : public RunControl {
  public:
-  explicit Impl(const config::Config& config) : cfg_(config) {
+  Impl(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
+      : cfg_(config), classifier_(std::move(classifier)) {
     refuse_overwriting_inputs(cfg_);
-    classifier_ = inference::Classifier::create(cfg_);
+    if (!classifier_) classifier_ = inference::Classifier::create(cfg_);
     const std::string model_name = classifier_->architecture().size() > 40 ? "ResNet" : classifier_->architecture();
     // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on.
     const bool draw = cfg_.output.kind != config::OutputKind::None;
     if (classifier_->cuda_device() >= 0 && !draw) {
       try {
-        cuda_context_.reset(make_shared_cuda_context(classifier_->cuda_device()));
+        cuda_context_ = share_context(make_shared_cuda_context(classifier_->cuda_device()));
       } catch (const Error& e) {
         log_->warn("NVDEC frames will be copied through host memory: {}", e.what());
       }
     }
     std::vector<QueuePolicy> policies;
     for (const auto& in : cfg_.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
-    hub_ = std::make_unique<FrameHub>(policies);
+    hub_ = std::make_shared<FrameHub>(policies);
     std::vector<StreamStats*> stats;
     std::vector<std::string> names;
     for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
-      // Events come only from running streams, and streams start once the post stage exists.
-      StreamEnvironment env{hub_.get(), [this](StreamEvent e) { post_->submit(std::move(e)); }, cuda_context_.get(), &stopping_};
+      StreamEnvironment env{hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); }, cuda_context_, stopping_};
       streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], cuda_context_ != nullptr, env));
       stats.push_back(&streams_.back()->stats());
       names.push_back(streams_.back()->stats().name);
@@ -221,6 +239,7 @@ class Runner::Impl final : public RunControl {
     if (cfg_.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg_.mqtt, names));
     post_ = std::make_unique<PostStage>(cfg_, classifier_->labels(), classifier_->num_classes(), stats, std::move(sinks),
                                         *outputs_);
+    events_->open(post_.get());  // events come only from running streams, and none runs yet
   }
 
   // RunControl.
@@ -244,31 +263,36 @@ class Runner::Impl final : public RunControl {
       const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
       const size_t max_batch = size_t(classifier_->max_batch());
       for (;;) {
-        if (!stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop())) {
-          stopping_ = true;
+        if (!*stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop())) {
+          *stopping_ = true;
           summary.interrupted = stop.load() > 0;
         }
-        auto frames = hub_->pop_batch(max_batch, fill);
-        auto finished = hub_->take_drained();
+        // While batches run, only what is already waiting is taken: with nothing new, the batches in flight are
+        // delivered at once rather than held until the next frame (a quiet camera, an outage).
+        auto frames = hub_->pop_batch(max_batch, fill, in_flight_.empty() ? kIdleWait : 0ms);
+        auto drained = hub_->take_drained();
         progress.update(streams_, start);
         perf.update(streams_);
         if (frames.empty()) {
-          if (!finished.empty()) {
-            if (in_flight_.empty()) {
-              post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(finished)});
-            } else {
-              auto& f = in_flight_.back().finished;
-              f.insert(f.end(), finished.begin(), finished.end());
-            }
+          if (!in_flight_.empty()) {
+            auto& f = in_flight_.back().finished;  // their stream_end follows their last results
+            f.insert(f.end(), drained.streams.begin(), drained.streams.end());
+            deliver();
+            continue;
           }
-          if (hub_->all_done()) break;
+          if (!drained.streams.empty()) post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(drained.streams)});
+          if (drained.all_done) break;
           continue;
         }
         views_.clear();
         for (const auto& f : frames) views_.push_back(f.view);
+        const auto submitted = Clock::now();  // before submit(): the CPU engine does its work inside it
         classifier_->submit(views_);
-        in_flight_.push_back({std::move(frames), std::move(finished), Clock::now()});
-        if (int(in_flight_.size()) >= classifier_->max_in_flight()) deliver();
+        in_flight_.push_back({std::move(frames), std::move(drained.streams), submitted});
+        while (!in_flight_.empty() &&
+               (int(in_flight_.size()) >= classifier_->max_in_flight() || classifier_->ready())) {
+          deliver();
+        }
       }
       while (!in_flight_.empty()) deliver();
     } catch (...) {
@@ -304,8 +328,9 @@ class Runner::Impl final : public RunControl {
   }
 
   void shut_down(RunSummary& summary) {
-    stopping_ = true;
+    *stopping_ = true;
     hub_->shutdown();
+    events_->close();  // a stream left behind below must not reach the post stage once it is gone
     post_->finish();
     outputs_->finish();
     // Every source tears down at once, and many NVDEC decoders take a while to (120 took over 3 s on the H200): a
@@ -380,9 +405,11 @@ class Runner::Impl final : public RunControl {
   const config::Config cfg_;
   std::shared_ptr<spdlog::logger> log_ = vc::log::get("pipeline");
   std::unique_ptr<inference::Classifier> classifier_;
-  ContextPtr cuda_context_;
-  std::unique_ptr<FrameHub> hub_;
-  std::atomic<bool> stopping_{false};
+  // What the streams hold jointly with the run (a stream left behind may outlive the run: stream.hpp).
+  std::shared_ptr<GstContext> cuda_context_;
+  std::shared_ptr<FrameHub> hub_;
+  std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<EventGate> events_ = std::make_shared<EventGate>();
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::shared_ptr<const StreamStats>> shared_stats_;
   std::unique_ptr<OutputStage> outputs_;
@@ -393,7 +420,8 @@ class Runner::Impl final : public RunControl {
   std::vector<inference::FrameView> views_;
 };
 
-Runner::Runner(const config::Config& config) : impl_(std::make_unique<Impl>(config)) {}
+Runner::Runner(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
+    : impl_(std::make_unique<Impl>(config, std::move(classifier))) {}
 Runner::~Runner() = default;
 RunControl& Runner::control() { return *impl_; }
 RunSummary Runner::run(const std::atomic<int>& stop) { return impl_->run(stop); }

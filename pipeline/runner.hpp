@@ -11,6 +11,7 @@
 
 #include "config/config.hpp"
 #include "config/errors.hpp"
+#include "inference/classifier.hpp"
 #include "pipeline/core/control.hpp"
 
 namespace vc::pipeline {
@@ -45,8 +46,9 @@ struct RunSummary {
 class Runner {
  public:
   // Sets the run up: the engine, every stream (not started yet), the batcher, the outputs and the result sinks.
-  // Throws vc::Error subclasses (a missing model, an output that would overwrite an input, …).
-  explicit Runner(const config::Config& config);
+  // Throws vc::Error subclasses (a missing model, an output that would overwrite an input, …). `classifier`: the
+  // engine to run with instead of the configured one (tests).
+  explicit Runner(const config::Config& config, std::unique_ptr<inference::Classifier> classifier = nullptr);
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;

@@ -143,13 +143,30 @@ std::pair<bool, std::string> render_health(const pipeline::RunControl& run, doub
   for (const auto& s : run.streams()) {
     const auto state = s->state.load();
     const double age = age_seconds(s->last_frame_ns);
+    // Results: since the last one (or, before the first, since the first frame), while frames keep coming.
+    const double result_age = s->last_result_ns > 0 ? age_seconds(s->last_result_ns) : age_seconds(s->first_frame_ns);
+    const bool waiting_for_results = s->last_frame_ns > s->last_result_ns;
     bool ok = true;
-    if (state == StreamState::Failed) ok = false;
+    std::string why;
+    if (state == StreamState::Failed) {
+      ok = false;
+      why = "failed";
+    }
     if (state == StreamState::Running || state == StreamState::Reconnecting) {
-      ok = age >= 0 ? age <= stall_s : since_start <= stall_s;  // no frame yet: allowed for stall_s after the start
+      if (age >= 0 ? age > stall_s : since_start > stall_s) {  // no frame yet: allowed for stall_s after the start
+        ok = false;
+        why = "no frame from the source";
+      } else if (waiting_for_results && result_age > stall_s) {  // the engine, post-processing or an output is stuck
+        ok = false;
+        why = "frames arrive but no result is produced";
+      }
     }
     healthy &= ok;
-    rows.push_back({{"stream", s->name}, {"state", name(state)}, {"last_frame_age_s", age}, {"ok", ok}});
+    nlohmann::json row = {{"stream", s->name}, {"state", name(state)}, {"last_frame_age_s", age},
+                          {"last_result_age_s", s->last_result_ns > 0 ? age_seconds(s->last_result_ns) : -1.0},
+                          {"ok", ok}};
+    if (!why.empty()) row["problem"] = why;
+    rows.push_back(std::move(row));
   }
   nlohmann::json body = {{"status", healthy ? "ok" : "unhealthy"}, {"stall_s", stall_s}, {"streams", rows}};
   return {healthy, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};

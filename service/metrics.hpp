@@ -12,8 +12,9 @@ namespace vc::service {
 
 std::string render_metrics(const pipeline::RunControl& run);
 
-// (healthy, JSON body): healthy while every running stream delivered a frame within `stall_s` (a stream with no
-// frame yet is allowed `stall_s` from `started`) and none has failed.
+// (healthy, JSON body): healthy while no stream has failed and every running stream both delivered a frame and,
+// when frames came, got a result within `stall_s` — a stuck engine, post stage or output fails it as a stalled
+// source does. A stream with no frame yet is allowed `stall_s` from `started`.
 std::pair<bool, std::string> render_health(const pipeline::RunControl& run, double stall_s,
                                            pipeline::Clock::time_point started);
 

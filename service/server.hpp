@@ -1,7 +1,7 @@
 // The run as a service sees it, over HTTP (cpp-httplib), off by default (metrics.enabled), on 127.0.0.1 unless
 // configured:
 //   /metrics  the Prometheus text format (metrics.hpp)
-//   /healthz  200 while every running stream delivered a frame within metrics.stall_s, else 503 (JSON body)
+//   /healthz  200 while every running stream delivers frames and gets results (within metrics.stall_s), else 503
 //   /readyz   200 once the engine is built and every stream started, else 503
 // It stands above the pipeline: app/ creates it with the run's control interface; nothing in pipeline/ knows it.
 #pragma once

@@ -54,23 +54,23 @@ inline std::string free_port(int base) {
 
 // Frames GStreamer decodes from a video file (through the app's own source).
 inline int64_t count_frames(const std::string& file, int* width = nullptr, int* height = nullptr) {
-  pipeline::FrameHub hub({{64, false}});
-  std::atomic<bool> stop{false};
+  auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{64, false}});
+  auto stop = std::make_shared<std::atomic<bool>>(false);
   config::Input in;
   in.kind = config::InputKind::File;
   in.path = file;
   in.name = "count";
   int64_t n = 0;
-  pipeline::Stream s(0, in, false, {&hub, nullptr, nullptr, &stop});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop});
   s.start();
   for (;;) {
-    auto batch = hub.pop_batch(64, std::chrono::microseconds(0));
+    auto batch = hub->pop_batch(64, std::chrono::microseconds(0));
     for (const auto& f : batch) {
       if (width) *width = f.view.width;
       if (height) *height = f.view.height;
     }
     n += int64_t(batch.size());
-    if (batch.empty() && hub.all_done()) break;
+    if (batch.empty() && hub->all_done()) break;
   }
   s.join();
   return s.failure() ? -1 : n;

@@ -9,6 +9,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/version.hpp"
@@ -70,6 +71,13 @@ inline Fp16Input random_fp16_input(size_t count) {
     in.value.push_back(inference::half_to_float(in.fp16.back()));
   }
   return in;
+}
+
+// Waits until `ready` holds, yielding meanwhile — the tests' latch: no sleep, no time limit (a hang fails the suite
+// by its ctest timeout).
+template <typename Pred>
+void wait_until(Pred ready) {
+  while (!ready()) std::this_thread::yield();
 }
 
 inline int argmax(std::span<const float> v) {

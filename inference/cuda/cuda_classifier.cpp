@@ -75,6 +75,14 @@ class CudaClassifier final : public Classifier {
     ++in_flight_;
   }
 
+  bool ready() override {
+    if (in_flight_ == 0) return false;
+    const cudaError_t status = cudaEventQuery(slots_[size_t(next_collect_)].done);
+    if (status == cudaErrorNotReady) return false;
+    CUDA_CHECK(status);  // a fault in the batch: the same error collect() would raise
+    return true;
+  }
+
   void collect(std::vector<float>& logits) override {
     if (in_flight_ == 0) throw InternalError("CUDA classifier: nothing submitted");
     Slot& s = slots_[size_t(next_collect_)];

@@ -17,7 +17,9 @@ bool FrameHub::push(Frame frame) {
   std::unique_lock lock(mutex_);
   Queue& q = queues_.at(size_t(frame.stream));
   if (!q.policy.drop_oldest) {
+    ++waiting_producers_;
     space_freed_.wait(lock, [&] { return q.frames.size() < q.policy.capacity || q.closed || shut_; });
+    --waiting_producers_;
   }
   if (q.closed || shut_) return false;
   if (q.frames.size() >= q.policy.capacity) {
@@ -78,30 +80,46 @@ std::vector<Frame> FrameHub::pop_batch(size_t max, std::chrono::microseconds fil
                                        std::chrono::milliseconds first_wait) {
   std::vector<Frame> batch;
   std::unique_lock lock(mutex_);
+  consumer_waiting_ = true;
   frame_arrived_.wait_for(lock, first_wait, [&] { return any_waiting() || all_drained() || shut_; });
-  if (!any_waiting()) return batch;
+  if (!any_waiting()) {
+    consumer_waiting_ = false;
+    return batch;
+  }
   const auto deadline = Clock::now() + fill_timeout;
   take_round_robin(batch, max);
   while (batch.size() < max && !shut_ && !all_drained()) {
     if (!frame_arrived_.wait_until(lock, deadline, [&] { return any_waiting() || shut_ || all_drained(); })) break;
     take_round_robin(batch, max);
   }
+  consumer_waiting_ = false;
   const auto now = Clock::now();
   for (auto& f : batch) f.batched = now;
   return batch;
 }
 
-std::vector<int> FrameHub::take_drained() {
+FrameHub::Drained FrameHub::take_drained() {
   std::lock_guard lock(mutex_);
-  std::vector<int> out;
+  Drained out;
   for (size_t s = 0; s < queues_.size(); ++s) {
     Queue& q = queues_[s];
     if (q.closed && q.frames.empty() && !q.drained_reported) {
       q.drained_reported = true;
-      out.push_back(int(s));
+      out.streams.push_back(int(s));
     }
   }
+  out.all_done = all_drained() || (shut_ && !any_waiting());
   return out;
+}
+
+int FrameHub::waiting_producers() const {
+  std::lock_guard lock(mutex_);
+  return waiting_producers_;
+}
+
+bool FrameHub::consumer_waiting() const {
+  std::lock_guard lock(mutex_);
+  return consumer_waiting_;
 }
 
 int64_t FrameHub::dropped(int stream) const {

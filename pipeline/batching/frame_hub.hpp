@@ -40,10 +40,19 @@ class FrameHub {
                                std::chrono::milliseconds first_wait = std::chrono::milliseconds(200));
   // Every stream closed and drained: nothing more will come.
   [[nodiscard]] bool all_done() const;
-  // The streams that became closed and drained since the last call (each reported once).
-  std::vector<int> take_drained();
+  // The streams that became closed and drained since the last call (each reported once), and whether every
+  // stream is now closed and drained — one step, so that a stream closing in between is never missed.
+  struct Drained {
+    std::vector<int> streams;
+    bool all_done = false;
+  };
+  Drained take_drained();
 
   [[nodiscard]] int64_t dropped(int stream) const;
+  // Producers waiting for room in a full queue, and whether pop_batch is waiting for frames: what the tests latch
+  // onto instead of sleeping.
+  [[nodiscard]] int waiting_producers() const;
+  [[nodiscard]] bool consumer_waiting() const;
   [[nodiscard]] size_t queued(int stream) const;
   [[nodiscard]] bool closed(int stream) const;
 
@@ -64,6 +73,8 @@ class FrameHub {
   std::vector<Queue> queues_;
   size_t next_stream_ = 0;  // where the next round starts
   bool shut_ = false;
+  int waiting_producers_ = 0;
+  bool consumer_waiting_ = false;
 };
 
 }  // namespace vc::pipeline

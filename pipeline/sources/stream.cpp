@@ -65,6 +65,12 @@ std::vector<std::string> image_files(const std::string& spec) {
   return files;
 }
 
+std::shared_ptr<GstContext> share_context(GstContext* owned) {
+  return {owned, [](GstContext* c) {
+            if (c) gst_context_unref(c);
+          }};
+}
+
 Stream::Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env)
     : id_(id), input_(std::move(input)), gpu_frames_(gpu_frames), env_(std::move(env)) {
   stats_.name = input_.name;
@@ -106,7 +112,7 @@ bool Stream::finished() const {
 std::optional<Failure> Stream::failure() const { return failure_; }
 
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
-  SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context};
+  SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context.get()};
   pass_frames_ = 0;
   last_pts_ = -1;
   return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });

@@ -26,13 +26,18 @@
 
 namespace vc::pipeline {
 
-// What every stream shares: where frames go, where events go, the engine's CUDA context, the stop request.
+// What every stream shares: where frames go, where events go, the engine's CUDA context, the stop request. Held
+// jointly: a stream whose source will not stop is left behind by the run (runner.hpp) and may outlive it, so it
+// must never point into what the run destroys.
 struct StreamEnvironment {
-  FrameHub* hub = nullptr;
-  std::function<void(StreamEvent)> on_event;  // called from the stream's thread
-  GstContext* cuda_context = nullptr;         // shared with NVDEC when frames may stay on the GPU
-  const std::atomic<bool>* stop = nullptr;
+  std::shared_ptr<FrameHub> hub;
+  std::function<void(StreamEvent)> on_event;    // called from the stream's thread; may be empty
+  std::shared_ptr<GstContext> cuda_context;     // shared with NVDEC when frames may stay on the GPU; may be null
+  std::shared_ptr<const std::atomic<bool>> stop;
 };
+
+// A GstContext reference held jointly (gst_context_unref when the last holder lets go).
+std::shared_ptr<GstContext> share_context(GstContext* owned);
 
 class Stream {
  public:

@@ -203,4 +203,24 @@ TEST_CASE("the metrics text for a stream that has not started is valid and empty
   CHECK(body.find("\"stream\":\"cam\"") != std::string::npos);
 }
 
+TEST_CASE("/healthz: frames that arrive with no result for stall_s (a stuck engine or output) are unhealthy") {
+  IdleRun run;
+  run.stream->name = "cam";
+  run.stream->state = pipeline::StreamState::Running;
+  const auto now = pipeline::Clock::now();
+  run.stream->first_frame_ns = pipeline::steady_ns(now - std::chrono::seconds(60));
+  run.stream->last_frame_ns = pipeline::steady_ns(now);  // the source is fine…
+  run.stream->last_result_ns = pipeline::steady_ns(now - std::chrono::seconds(20));  // …but results stopped
+  auto [ok, body] = service::render_health(run, 5, now - std::chrono::seconds(60));
+  CHECK(!ok);
+  CHECK(body.find("no result") != std::string::npos);
+  run.stream->last_result_ns = pipeline::steady_ns(now);  // results flow again
+  std::tie(ok, body) = service::render_health(run, 5, now - std::chrono::seconds(60));
+  CHECK(ok);
+  // Before the first result: counted from the first frame.
+  run.stream->last_result_ns = 0;
+  std::tie(ok, body) = service::render_health(run, 5, now - std::chrono::seconds(60));
+  CHECK(!ok);
+}
+
 TEST_SUITE_END();
