@@ -26,6 +26,9 @@ using namespace std::chrono_literals;
 
 // At the end of a run, how long sources may go on stopping with none of them finishing before one is left behind.
 constexpr auto kStopGrace = 3s;
+// Frames of a file with a video output that may be between the batcher and the output at once (at least two
+// batches' worth).
+constexpr int kOutputCredits = 8;
 // With nothing in flight, how long the loop waits for a first frame before it looks around (stop requests, progress).
 constexpr auto kIdleWait = 200ms;
 
@@ -231,7 +234,16 @@ class Runner::Impl final : public RunControl {
       names.push_back(streams_.back()->stats().name);
       shared_stats_.push_back(streams_.back()->shared_stats());
     }
-    outputs_ = std::make_unique<OutputStage>(cfg_, stats, classifier_->engine_name(), model_name);
+    std::vector<bool> may_drop;
+    for (const auto& p : policies) may_drop.push_back(p.drop_oldest);
+    outputs_ = std::make_unique<OutputStage>(cfg_, stats, may_drop, classifier_->engine_name(), model_name,
+                                             [hub = hub_](int stream) { hub->give_back(stream); });
+    // A file whose frames are drawn is taken against credits its output gives back: a slow output holds back its
+    // own stream, never the engine (and with it every live stream).
+    const int credits = std::max(kOutputCredits, 2 * classifier_->max_batch());
+    for (size_t i = 0; i < policies.size(); ++i) {
+      if (!policies[i].drop_oldest && outputs_->draws(int(i))) hub_->set_credits(int(i), credits);
+    }
     std::vector<std::unique_ptr<ResultSink>> sinks;
     if (!cfg_.output.results.empty()) {
       sinks.push_back(std::make_unique<JsonLinesSink>(cfg_.output.results, names, cfg_.output.results_timing));

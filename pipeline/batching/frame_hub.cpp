@@ -46,7 +46,7 @@ void FrameHub::shutdown() {
 }
 
 bool FrameHub::any_waiting() const {
-  return std::any_of(queues_.begin(), queues_.end(), [](const Queue& q) { return !q.frames.empty(); });
+  return std::any_of(queues_.begin(), queues_.end(), [](const Queue& q) { return !q.frames.empty() && q.credits != 0; });
 }
 
 bool FrameHub::all_drained() const {
@@ -61,7 +61,8 @@ void FrameHub::take_round_robin(std::vector<Frame>& batch, size_t max) {
     for (size_t k = 0; k < n && batch.size() < max; ++k) {
       const size_t s = (next_stream_ + k) % n;
       Queue& q = queues_[s];
-      if (q.frames.empty()) continue;
+      if (q.frames.empty() || q.credits == 0) continue;
+      if (q.credits > 0) --q.credits;
       batch.push_back(std::move(q.frames.front()));
       q.frames.pop_front();
       took = true;
@@ -110,6 +111,19 @@ FrameHub::Drained FrameHub::take_drained() {
   }
   out.all_done = all_drained() || (shut_ && !any_waiting());
   return out;
+}
+
+void FrameHub::set_credits(int stream, int credits) {
+  std::lock_guard lock(mutex_);
+  queues_.at(size_t(stream)).credits = std::max(credits, 1);
+}
+
+void FrameHub::give_back(int stream) {
+  std::lock_guard lock(mutex_);
+  Queue& q = queues_.at(size_t(stream));
+  if (q.credits < 0) return;
+  ++q.credits;
+  frame_arrived_.notify_all();  // its waiting frames may be taken again
 }
 
 int FrameHub::waiting_producers() const {

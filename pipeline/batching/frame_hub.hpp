@@ -2,6 +2,8 @@
 // stream, with the stream's policy when it is full — block the producer (files: back-pressure, nothing lost) or
 // drop the stalest frame (live sources: the latest frame wins, drops counted) — and a batcher that takes up to
 // N frames round-robin across the streams, so that no stream starves, waiting at most a timeout to fill a batch.
+// A stream may also be given credits: the batcher takes one per frame and the frame's consumer gives it back
+// (a file's video output as it writes): a consumer that falls behind holds back its own stream, and only it.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -48,6 +50,11 @@ class FrameHub {
   };
   Drained take_drained();
 
+  // From now on `stream`'s frames are taken only against credits, `credits` of them to begin with.
+  void set_credits(int stream, int credits);
+  // A consumer is done with one of `stream`'s frames: its credit comes back.
+  void give_back(int stream);
+
   [[nodiscard]] int64_t dropped(int stream) const;
   // Producers waiting for room in a full queue, and whether pop_batch is waiting for frames: what the tests latch
   // onto instead of sleeping.
@@ -63,6 +70,7 @@ class FrameHub {
     bool closed = false;
     bool drained_reported = false;
     int64_t dropped = 0;
+    int credits = -1;  // -1: no credits needed
   };
   bool any_waiting() const;     // mutex held
   bool all_drained() const;     // mutex held

@@ -10,7 +10,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
-#include "pipeline/batching/bounded_queue.hpp"
+#include "pipeline/outputs/output_queue.hpp"
 #include "pipeline/outputs/frame_image.hpp"
 #include "pipeline/outputs/overlay.hpp"
 #include "pipeline/outputs/video_output.hpp"
@@ -75,20 +75,20 @@ int64_t stream_time_ns(const Frame& f, bool live, Clock::time_point live_origin)
 
 }  // namespace
 
-// One thread with a queue; subclasses turn items into output frames.
+// One thread with a queue; subclasses turn items into output frames. `consumed(stream)` is called once the
+// worker is done with a frame of a stream that never drops (its credit goes back to the batcher).
 class OutputStage::Worker {
  public:
-  explicit Worker(std::atomic<bool>& wants_stop) : wants_stop_(wants_stop), queue_(kQueue) {}
+  Worker(std::atomic<bool>& wants_stop, std::function<void(int)> consumed)
+      : wants_stop_(wants_stop), consumed_(std::move(consumed)), queue_(kQueue) {}
   virtual ~Worker() = default;
 
   void start() { thread_ = std::thread([this] { loop(); }); }
 
-  void submit(LabelledFrame item, StreamStats& stats) {
-    if (stats.live) {
-      stats.output_dropped += queue_.push_drop_oldest(std::move(item));
-    } else {
-      queue_.push_wait(std::move(item));
-    }
+  // Never blocks (output_queue.hpp).
+  void submit(LabelledFrame item, StreamStats& stats, bool may_drop) {
+    const int stream = item.result.stream;
+    stats.output_dropped += queue_.push(stream, may_drop, std::move(item));
   }
 
   void finish() {
@@ -120,15 +120,17 @@ class OutputStage::Worker {
     for (;;) {
       auto item = queue_.pop(20ms);
       if (!item && queue_.closed_and_empty()) break;
-      if (failure()) continue;  // a failed output takes no more frames (the failure is reported)
-      try {
-        if (item) handle(*item);
-        tick();
-      } catch (const Error& e) {
-        record(e.code(), e.what());
-      } catch (const std::exception& e) {
-        record(ExitCode::kInternal, e.what());
+      if (!failure()) {  // a failed output takes no more frames (the failure is reported)
+        try {
+          if (item) handle(item->second);
+          tick();
+        } catch (const Error& e) {
+          record(e.code(), e.what());
+        } catch (const std::exception& e) {
+          record(ExitCode::kInternal, e.what());
+        }
       }
+      if (item && consumed_) consumed_(item->first);
     }
     try {
       close_outputs();
@@ -140,7 +142,8 @@ class OutputStage::Worker {
   }
 
   std::atomic<bool>& wants_stop_;
-  BoundedQueue<LabelledFrame> queue_;
+  std::function<void(int)> consumed_;
+  OutputQueue<LabelledFrame> queue_;
   std::thread thread_;
   mutable std::mutex mutex_;
   std::optional<Failure> failure_;
@@ -149,8 +152,9 @@ class OutputStage::Worker {
 // One stream's own output, opened at its first frame (whose size it takes unless output.width/height say).
 class OutputStage::StreamWorker final : public OutputStage::Worker {
  public:
-  StreamWorker(std::atomic<bool>& wants_stop, const config::Output& output, OverlayMaker overlay, StreamStats& stats)
-      : Worker(wants_stop), output_(output), overlay_(std::move(overlay)), stats_(stats) {}
+  StreamWorker(std::atomic<bool>& wants_stop, std::function<void(int)> consumed, const config::Output& output,
+               OverlayMaker overlay, StreamStats& stats)
+      : Worker(wants_stop, std::move(consumed)), output_(output), overlay_(std::move(overlay)), stats_(stats) {}
 
  private:
   void handle(const LabelledFrame& item) override {
@@ -210,9 +214,9 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
 // time (files) — or, when a stream is live, at the latest half a second after it is due by the clock.
 class OutputStage::TileWorker final : public OutputStage::Worker {
  public:
-  TileWorker(std::atomic<bool>& wants_stop, const config::Output& output, OverlayMaker overlay,
-             std::vector<StreamStats*> streams)
-      : Worker(wants_stop), output_(output), overlay_(std::move(overlay)), streams_(std::move(streams)) {
+  TileWorker(std::atomic<bool>& wants_stop, std::function<void(int)> consumed, const config::Output& output,
+             OverlayMaker overlay, std::vector<StreamStats*> streams)
+      : Worker(wants_stop, std::move(consumed)), output_(output), overlay_(std::move(overlay)), streams_(std::move(streams)) {
     const int n = int(streams_.size());
     cols_ = int(std::ceil(std::sqrt(double(n))));
     rows_ = (n + cols_ - 1) / cols_;
@@ -315,17 +319,23 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
   std::unique_ptr<VideoOutput> video_;
 };
 
-OutputStage::OutputStage(const config::Config& cfg, std::vector<StreamStats*> streams, std::string engine, std::string model) {
+OutputStage::OutputStage(const config::Config& cfg, std::vector<StreamStats*> streams, std::vector<bool> may_drop,
+                         std::string engine, std::string model, std::function<void(int)> consumed)
+    : may_drop_(std::move(may_drop)) {
   route_.assign(streams.size(), nullptr);
+  // A frame of a stream that never drops is handed back to the batcher once its output is done with it.
+  auto done = [this, consumed = std::move(consumed)](int stream) {
+    if (consumed && !may_drop_.at(size_t(stream))) consumed(stream);
+  };
   if (cfg.output.kind == config::OutputKind::None) return;
   if (cfg.output.kind == config::OutputKind::Display) display_sink(true);  // no display: say so now, not mid-run
   OverlayMaker overlay{cfg.overlay, cfg.smoothing.window, std::move(engine), std::move(model)};
   if (cfg.output.tiled) {
-    workers_.push_back(std::make_unique<TileWorker>(wants_stop_, cfg.output, overlay, streams));
+    workers_.push_back(std::make_unique<TileWorker>(wants_stop_, done, cfg.output, overlay, streams));
     for (auto& r : route_) r = workers_.back().get();
   } else {
     for (size_t s = 0; s < streams.size(); ++s) {
-      workers_.push_back(std::make_unique<StreamWorker>(wants_stop_, cfg.output, overlay, *streams[s]));
+      workers_.push_back(std::make_unique<StreamWorker>(wants_stop_, done, cfg.output, overlay, *streams[s]));
       route_[s] = workers_.back().get();
     }
   }
@@ -344,7 +354,7 @@ bool OutputStage::draws(int stream) const { return route_.at(size_t(stream)) != 
 
 void OutputStage::submit(LabelledFrame item) {
   const size_t stream = size_t(item.result.stream);
-  if (Worker* w = route_.at(stream)) w->submit(std::move(item), *streams_.at(stream));
+  if (Worker* w = route_.at(stream)) w->submit(std::move(item), *streams_.at(stream), may_drop_.at(stream));
 }
 
 void OutputStage::finish() {

@@ -1,11 +1,14 @@
 // The video side of the run, off the inference thread: for every stream that has an output, a worker that turns
 // the frame into BGR, draws the overlay and feeds the encoder, window, RTSP server or image folder — or, with
-// output.tiled, one worker that composes every stream into a mosaic (as DeepStream's tiler does). Files never
-// lose a frame (the worker's queue blocks); live streams drop the oldest waiting frame when the encoder falls
-// behind, counted per stream. A frame whose size changes is scaled (aspect kept) to the output's size; odd
-// sizes are rounded down to even for the encoder.
+// output.tiled, one worker that composes every stream into a mosaic (as DeepStream's tiler does). Nothing here
+// ever makes the caller (post-processing) wait: files never lose a frame — the batcher holds a file back by
+// credits that its output gives back frame by frame, so a slow output slows only its own stream — and live
+// streams drop their own oldest waiting frame when the encoder falls behind, counted per stream
+// (output_queue.hpp). A frame whose size changes is scaled (aspect kept) to the output's size; odd sizes are
+// rounded down to even for the encoder.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,15 +29,18 @@ struct LabelledFrame {
 
 class OutputStage {
  public:
-  // `streams`: every stream's statistics (names, live, counters), indexed by stream id.
-  OutputStage(const config::Config& config, std::vector<StreamStats*> streams, std::string engine, std::string model);
+  // `streams`: every stream's statistics (names, live, counters), indexed by stream id; `may_drop`: whether the
+  // stream drops frames when behind (live) or never does (files); `consumed(stream)`: an output is done with a
+  // frame of a stream that never drops (from an output's thread).
+  OutputStage(const config::Config& config, std::vector<StreamStats*> streams, std::vector<bool> may_drop,
+              std::string engine, std::string model, std::function<void(int)> consumed);
   ~OutputStage();
   OutputStage(const OutputStage&) = delete;
   OutputStage& operator=(const OutputStage&) = delete;
 
   // Whether frames of this stream are drawn anywhere (if not, nothing is converted or drawn for it).
   [[nodiscard]] bool draws(int stream) const;
-  // From the post-processing thread. Blocks for files when the output is behind; never for live streams.
+  // From the post-processing thread. Never blocks.
   void submit(LabelledFrame item);
   // Drains every worker and finalizes every output (files get their index and their final name).
   void finish();
@@ -50,6 +56,7 @@ class OutputStage {
   std::vector<std::unique_ptr<Worker>> workers_;  // one per stream, or one mosaic
   std::vector<Worker*> route_;                    // stream id -> its worker (null: no output)
   std::vector<StreamStats*> streams_;
+  std::vector<bool> may_drop_;
   std::atomic<bool> wants_stop_{false};
   bool finished_ = false;
 };
