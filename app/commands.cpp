@@ -37,6 +37,7 @@ int classify(const config::Config& config) {
   stop_requests = 0;
   struct sigaction action {};
   action.sa_handler = on_signal;
+  action.sa_flags = SA_RESTART;  // a stop request must not turn a blocked write (results into a full pipe) into an error
   sigemptyset(&action.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
   // A closed pipe is an error on the write that hit it (results to `| head`), not a silent death: the run stops,

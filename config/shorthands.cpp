@@ -29,8 +29,9 @@ bool ends_with_any(const std::string& s, std::initializer_list<const char*> suff
 
 constexpr int kMinFrameSide = 16;  // below this no encoder or model input makes sense
 
+// A stream's name goes into file names ({stream}), MQTT topics and URLs: a safe path component, never "." or "..".
 bool valid_stream_name(const std::string& n) {
-  return !n.empty() && n.size() <= 64 &&
+  return !n.empty() && n.size() <= 64 && n.find_first_not_of('.') != std::string::npos &&
          std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.'; });
 }
 
@@ -85,7 +86,8 @@ void validate(Config& c) {
     validate_input(in, key);
     if (in.name.empty()) in.name = fmt::format("stream{}", i);
     if (!valid_stream_name(in.name)) {
-      throw ConfigError(fmt::format("{}.name: '{}' must be 1-64 letters, digits, '_', '-' or '.'", key, in.name));
+      throw ConfigError(fmt::format("{}.name: '{}' must be 1-64 letters, digits, '_', '-' or '.' (not only dots): it "
+                                    "names files, topics and URLs", key, in.name));
     }
     if (!names.insert(in.name).second) throw ConfigError(fmt::format("{}.name: '{}' names two streams", key, in.name));
   }
@@ -118,6 +120,12 @@ void validate(Config& c) {
                                   kMinFrameSide, kMinFrameSide));
   }
   if (c.mqtt.enabled && c.mqtt.host.empty()) throw ConfigError("mqtt.host: required when mqtt.enabled is true");
+  const auto& prefix = c.mqtt.topic_prefix;
+  if (prefix.empty() || prefix.find_first_of("+#") != std::string::npos ||
+      std::any_of(prefix.begin(), prefix.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
+    throw ConfigError(fmt::format("mqtt.topic_prefix: '{}' is not a topic a message can be published to (empty, or "
+                                  "holding a wildcard + or #, or a control character)", prefix));
+  }
   if ((!c.mqtt.tls_cert_file.empty()) != (!c.mqtt.tls_key_file.empty())) {
     throw ConfigError("mqtt.tls_cert_file, mqtt.tls_key_file: give both or neither");
   }

@@ -60,6 +60,12 @@ void configure(mosquitto* m, const config::Mqtt& s) {
   }
 }
 
+// Errors of mosquitto_publish that no retry can mend: the message itself is unusable.
+bool permanent_refusal(int rc) {
+  return rc == MOSQ_ERR_INVAL || rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_MALFORMED_UTF8 ||
+         rc == MOSQ_ERR_QOS_NOT_SUPPORTED || rc == MOSQ_ERR_OVERSIZE_PACKET || rc == MOSQ_ERR_NOT_SUPPORTED;
+}
+
 }  // namespace
 
 MqttSink::MqttSink(const config::Mqtt& s, const std::vector<std::string>& streams) : settings_(s) {
@@ -75,7 +81,11 @@ MqttSink::MqttSink(const config::Mqtt& s, const std::vector<std::string>& stream
     throw;
   }
   const auto status = topic("", "status");
-  mosquitto_will_set(mosq_, status.c_str(), 7, "offline", 1, true);
+  if (const int rc = mosquitto_will_set(mosq_, status.c_str(), 7, "offline", 1, true); rc != MOSQ_ERR_SUCCESS) {
+    mosquitto_destroy(mosq_);
+    throw ConfigError(fmt::format("mqtt.topic_prefix: the broker cannot be told our last will on '{}': {}", status,
+                                  mosquitto_strerror(rc)));
+  }
   mosquitto_reconnect_delay_set(mosq_, 1, 30, true);
   mosquitto_connect_callback_set(mosq_, [](mosquitto*, void* self, int rc) { static_cast<MqttSink*>(self)->on_connect(rc); });
   mosquitto_disconnect_callback_set(mosq_, [](mosquitto*, void* self, int rc) { static_cast<MqttSink*>(self)->on_disconnect(rc); });
@@ -159,12 +169,31 @@ void MqttSink::flush() {
     const int rc = mosquitto_publish(mosq_, &mid, m.topic.c_str(), int(m.payload.size()), m.payload.data(), m.qos, m.retain);
     std::lock_guard lock(mutex_);
     if (rc != MOSQ_ERR_SUCCESS) {
+      if (permanent_refusal(rc)) {
+        // The broker would never take it (a topic or payload it cannot carry): sending it again would only hold up
+        // everything behind it. Dropped, counted and said.
+        ++dropped_;
+        if (refusals_++ < 3) {
+          vc::log::get("mqtt")->error("message to '{}' refused, dropped: {}{}", m.topic, mosquitto_strerror(rc),
+                                      refusals_ == 3 ? " (further refusals are only counted)" : "");
+        }
+        continue;
+      }
+      if (send_failures_++ == 0) {
+        vc::log::get("mqtt")->warn("publishing to {} failed ({}): messages wait for the connection", name(),
+                                   rc == MOSQ_ERR_ERRNO ? std::strerror(errno) : mosquitto_strerror(rc));
+      }
       waiting_.push_front(std::move(m));  // not sent: it waits for the next connection
       return;
     }
+    send_failures_ = 0;
+    // libmosquitto calls on_publish for QoS 0 messages too (once written) and may do so before publish() returns
+    // the id: an id seen there first is an early acknowledgement of this very message, whatever its QoS.
+    const bool acknowledged = early_acks_.erase(mid) > 0;
     if (m.qos == 0) {
       ++acked_;
-    } else if (early_acks_.erase(mid)) {
+      if (!acknowledged) sent_qos0_.insert(mid);  // its on_publish is still to come: not an ack of a later message
+    } else if (acknowledged) {
       ++acked_;
     } else {
       in_flight_[mid] = std::move(m);
@@ -183,6 +212,7 @@ void MqttSink::on_connect(int rc) {
     for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) waiting_.push_front(std::move(it->second));
     in_flight_.clear();
     early_acks_.clear();
+    sent_qos0_.clear();
     waiting_.push_front({topic("", "status"), "online", 1, true});
   }
   if (connects_++ > 0) vc::log::get("mqtt")->info("reconnected to {}", name());
@@ -199,8 +229,8 @@ void MqttSink::on_publish(int mid) {
   std::lock_guard lock(mutex_);
   if (in_flight_.erase(mid)) {
     ++acked_;
-  } else {
-    early_acks_.insert(mid);
+  } else if (!sent_qos0_.erase(mid)) {
+    early_acks_.insert(mid);  // publish() has not returned this id yet
   }
 }
 

@@ -115,18 +115,25 @@ void JsonLinesSink::write_line(int stream, const std::string& text) {
   File& f = file_for(stream);
   if (f.fd < 0) throw IoError(fmt::format("{}: results written after close", f.path));
   const std::string line = text + "\n";
-  // One write(2) per line: a line is in the file whole or not at all (a partial write is an error here).
-  const ssize_t n = ::write(f.fd, line.data(), line.size());
-  if (n != ssize_t(line.size())) {
+  // One write(2) per line as a rule, so that a line is in the file whole or not at all. A signal may interrupt a
+  // write into a full pipe (EINTR, or a short count): the rest follows. A short count into a file means a full disk:
+  // the next write says so, and the partial line is cut off again.
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(f.fd, line.data() + done, line.size() - done);
+    if (n > 0) {
+      done += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
     const int err = n < 0 ? errno : ENOSPC;
-    // A short write (disk full): cut the partial line off again, so the file ends with a whole line.
-    if (n > 0 && f.owned && ::ftruncate(f.fd, f.written) != 0) {
+    if (done > 0 && f.owned && ::ftruncate(f.fd, f.written) != 0) {
       // Nothing more can be done; the error below says what happened.
     }
     throw IoError(fmt::format("{}: cannot write results: {}{}", f.path == "-" ? "stdout" : f.path, std::strerror(err),
                               err == EPIPE ? " (the reader closed the pipe)" : ""));
   }
-  f.written += n;
+  f.written += off_t(done);
 }
 
 void JsonLinesSink::frame(const FrameResult& r) { write_line(r.stream, to_json(r, timing_)); }

@@ -187,6 +187,14 @@ inputs:
   CHECK_THROWS_WITH_AS(validate(c), doctest::Contains("names two streams"), ConfigError);
   c.inputs[1].name = "a b";
   CHECK_THROWS_AS(validate(c), ConfigError);
+  // Names go into paths ({stream}), topics and URLs: never a way out of a folder.
+  for (const char* bad : {"..", ".", "../x", "a/b", "a+b", "a#b", "x\ty"}) {
+    CAPTURE(bad);
+    c.inputs[1].name = bad;
+    CHECK_THROWS_WITH_AS(validate(c), doctest::Contains("inputs.1.name"), ConfigError);
+  }
+  c.inputs[1].name = "cam.2";
+  CHECK_NOTHROW(validate(c));
 }
 
 TEST_CASE("paths in a config file resolve against the file's directory") {

@@ -92,6 +92,31 @@ TEST_CASE("MQTT: every result and event reaches a subscriber, in order per strea
   CHECK(status.back() == "offline");
 }
 
+TEST_CASE("MQTT QoS 0: every result is delivered and counted once, none taken for another's acknowledgement") {
+  Broker b;
+  const auto got = path("mqtt-qos0-" + b.port + ".txt");
+  const auto r = run_command(b.start() + "; " + b.subscribe(got) + "; " +
+                             app(mqtt_args(b) + "--set mqtt.qos=0 --input test --set input.fps=60 --set input.max_frames=200 "
+                                 "--output none") +
+                             "; rc=$?; sleep 1; " + b.stop_subscriber() + "; kill " + b.pid() + "; exit $rc");
+  REQUIRE_MESSAGE(r.code == 0, r.output);  // nothing dropped, nothing left unacknowledged
+  std::set<int64_t> frames;
+  for (const auto& m : read_messages(got)) {
+    if (m.topic == "vc/stream0/result") frames.insert(m.payload["frame"].get<int64_t>());
+  }
+  CHECK(frames.size() == 200);
+}
+
+TEST_CASE("MQTT: a topic prefix no message can be published to is refused before anything runs (78)") {
+  for (const char* prefix : {"vc/+", "a#", "''"}) {
+    CAPTURE(prefix);
+    const auto r = run_command(app(std::string("--set mqtt.enabled=true --set mqtt.topic_prefix=") + prefix +
+                                   " --input test --set input.max_frames=5 --output none"));
+    CHECK(r.code == 78);
+    CHECK(r.output.find("mqtt.topic_prefix") != std::string::npos);
+  }
+}
+
 TEST_CASE("MQTT QoS 1: results published while the broker restarts are delivered after it is back") {
   Broker b;
   const auto got = path("mqtt-restart-" + b.port + ".txt"), jsonl = path("mqtt-restart-" + b.port + ".jsonl");
