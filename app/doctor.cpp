@@ -12,6 +12,7 @@
 #include "pipeline/outputs/video_output.hpp"
 #include "pipeline/results/mqtt_sink.hpp"
 #include "pipeline/sources/decoders.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/gst_probe.hpp"
 #include "service/server.hpp"
 
@@ -79,6 +80,11 @@ int run_doctor(const config::Config& config, std::ostream& out) {
     const bool any_gpu = std::any_of(c.decoders.begin(), c.decoders.end(), [](const auto& d) { return d.gpu; });
     line(out, c.decoders.empty() ? "absent" : any_gpu ? "ok" : "cpu", c.codec, list.empty() ? "no decoder" : list);
   }
+
+  const auto sync = pipeline::gpu_frame_sync();
+  line(out, !sync.usable ? "warn" : sync.verified ? "ok" : "warn", "NVDEC frames on the GPU",
+       sync.how + (sync.verified ? " (verified on a GPU: the same top-1 as CPU decoding)"
+                                 : " (not verified on a GPU with this GStreamer: run scripts/device-run.sh's nvdec stage)"));
 
   fmt::print(out, "\nDisplay\n");
   try {

@@ -6,6 +6,8 @@
 #include <gst/cuda/gstcudamemory.h>
 #include <gst/cuda/gstcudautils.h>
 
+#include <dlfcn.h>
+
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
@@ -29,6 +31,41 @@ GstContext* make_shared_cuda_context(int device) {
 }
 
 GstMapFlags cuda_map_flags() { return GstMapFlags(GST_MAP_READ | GST_MAP_CUDA); }
+
+namespace {
+
+// gst_cuda_memory_sync (GStreamer >= 1.24): waits for the work pending on the memory's own CUDA stream. Looked up
+// at run time: the library this is built against (1.22) has no such call, and its decoders synchronise themselves.
+using MemorySync = void (*)(GstCudaMemory*);
+MemorySync memory_sync() {
+  static const auto sync = reinterpret_cast<MemorySync>(dlsym(RTLD_DEFAULT, "gst_cuda_memory_sync"));
+  return sync;
+}
+
+}  // namespace
+
+GpuFrameSync gpu_frame_sync() {
+  guint major = 0, minor = 0, micro = 0, nano = 0;
+  gst_version(&major, &minor, &micro, &nano);
+  const auto version = fmt::format("GStreamer {}.{}.{}", major, minor, micro);
+  if (major == 1 && minor < 24) {
+    // 1.22: the NVDEC decoders synchronise their stream before they push a frame (gstnvdec.c, gstnvdecoder.c).
+    return {true, minor == 22, version + ": the decoder synchronises each frame before handing it over"};
+  }
+  if (memory_sync()) {
+    return {true, false, version + ": each frame's CUDA stream is synchronised (gst_cuda_memory_sync) before it is read"};
+  }
+  return {false, false, version + ": gst_cuda_memory_sync is missing, so NVDEC frames are copied through host memory"};
+}
+
+void sync_cuda_buffer(GstBuffer* buffer) {
+  const MemorySync sync = memory_sync();
+  if (!sync) return;
+  for (guint i = 0; i < gst_buffer_n_memory(buffer); ++i) {
+    GstMemory* mem = gst_buffer_peek_memory(buffer, i);
+    if (gst_is_cuda_memory(mem)) sync(GST_CUDA_MEMORY_CAST(mem));
+  }
+}
 
 bool is_cuda_buffer(GstBuffer* buffer) {
   static const bool init = [] {

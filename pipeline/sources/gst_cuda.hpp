@@ -3,6 +3,8 @@
 #pragma once
 #include <gst/gst.h>
 
+#include <string>
+
 namespace vc::pipeline {
 
 // A GstContext ("gst.cuda.context") that wraps the primary CUDA context of `device` — the one the CUDA runtime,
@@ -14,5 +16,19 @@ GstMapFlags cuda_map_flags();
 
 // Whether a buffer's memory is GStreamer CUDA memory.
 bool is_cuda_buffer(GstBuffer* buffer);
+
+// From GStreamer 1.24 the NVDEC decoders write on a CUDA stream of their own and only mark the frame's memory as
+// needing a sync (1.22 synchronised before pushing): whether frames can be read in GPU memory with the GStreamer in
+// use, whether that version was verified on a GPU, and how (for doctor and the log).
+struct GpuFrameSync {
+  bool usable = false;
+  bool verified = false;
+  std::string how;
+};
+GpuFrameSync gpu_frame_sync();
+
+// Waits for the work still pending on each CUDA memory of `buffer` (GStreamer >= 1.24; nothing before). Call before
+// reading a decoded frame in GPU memory.
+void sync_cuda_buffer(GstBuffer* buffer);
 
 }  // namespace vc::pipeline

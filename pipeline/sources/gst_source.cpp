@@ -290,7 +290,8 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
       decoder_ = choice.factory;
     }
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
-    gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0;
+    gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0 &&
+                 gpu_frame_sync().usable;
   }
   if (gpu_output) {
     chain.push_back(add_capsfilter(p, gst_caps_from_string("video/x-raw(memory:CUDAMemory), format=(string)NV12")));
@@ -328,6 +329,7 @@ GstFlowReturn GstSource::on_sample(GstElement* sink) {
   }
   const auto format = pixel_format(GST_VIDEO_INFO_FORMAT(&info));
   const bool device = gpu_path_ && is_cuda_buffer(buffer);
+  if (device) sync_cuda_buffer(buffer);  // GStreamer >= 1.24: the decoder's own stream may still be writing it
   if (!format || !gst_video_frame_map(&m->frame, &info, buffer, device ? cuda_map_flags() : GST_MAP_READ)) {
     fail(ExitCode::kInternal, fmt::format("{}: cannot map a {} frame", what_, gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(&info))));
     return GST_FLOW_ERROR;
