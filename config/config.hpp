@@ -206,6 +206,10 @@ std::string to_yaml(const Config& config);
 // "~/x" -> "$HOME/x"; other paths unchanged.
 std::string expand_home(const std::string& path);
 
+// Whether an images output path names one file ("labelled.jpg": one image in, one file out) rather than a folder
+// or a %s pattern.
+bool single_image_output(const std::string& path);
+
 // A stream's name put into a path or topic template: "out/{stream}.mp4" -> "out/cam1.mp4".
 std::string for_stream(const std::string& path_template, const std::string& stream_name);
 

@@ -105,6 +105,15 @@ void validate(Config& c) {
   }
   if (o.kind == OutputKind::Images && o.path.empty()) throw ConfigError("output.path: required when output.kind is images");
   if (o.kind == OutputKind::Images && o.tiled) throw ConfigError("output.tiled: not available for image outputs");
+  if (o.kind == OutputKind::Images && single_image_output(o.path)) {
+    std::error_code ec;
+    const bool one_image = c.inputs.size() == 1 && c.inputs[0].kind == InputKind::Image &&
+                           std::filesystem::is_regular_file(c.inputs[0].path, ec);
+    if (!one_image) {
+      throw ConfigError(fmt::format("output.path: '{}' is one image file, for one image in: for several frames or "
+                                    "images give a folder (DIR/) or a name with %s", o.path));
+    }
+  }
   if (o.kind == OutputKind::Rtsp) {
     if (o.rtsp_path.empty() || o.rtsp_path[0] != '/') {
       throw ConfigError(fmt::format("output.rtsp_path: '{}' must start with /", o.rtsp_path));
@@ -131,6 +140,12 @@ void validate(Config& c) {
   }
 }
 
+bool single_image_output(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && path.back() != '/' && path.find("%s") == std::string::npos &&
+         ends_with_any(path, {".jpg", ".jpeg", ".png"}) && !std::filesystem::is_directory(path, ec);
+}
+
 void set_input(Input& in, const std::string& spec) {
   if (spec.empty()) throw UsageError("--input: empty (give a file, a device, a URI or test)");
   if (spec.rfind("/dev/video", 0) == 0) {
@@ -142,9 +157,9 @@ void set_input(Input& in, const std::string& spec) {
   } else if (spec == "test" || spec.rfind("test:", 0) == 0) {
     in.kind = InputKind::Test;
     if (spec.size() > 5) in.pattern = spec.substr(5);
-  } else if (spec.find_first_of("*?") != std::string::npos || std::filesystem::is_directory(spec) ||
-             ends_with_any(spec, {".jpg", ".jpeg", ".png", ".bmp"})) {
-    in.kind = InputKind::Image;
+  } else if (std::error_code ec; std::filesystem::is_directory(spec, ec) || ends_with_any(spec, {".jpg", ".jpeg", ".png", ".bmp"}) ||
+             (spec.find_first_of("*?[") != std::string::npos && !std::filesystem::exists(spec, ec))) {
+    in.kind = InputKind::Image;  // a folder, an image, or a glob (an existing file with such a name is that file)
     in.path = spec;
   } else {
     in.kind = InputKind::File;

@@ -12,6 +12,7 @@
 #include "config/logging.hpp"
 #include "inference/classifier.hpp"
 #include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/outputs/output_paths.hpp"
 #include "pipeline/outputs/output_stage.hpp"
 #include "pipeline/post_stage.hpp"
 #include "pipeline/results/mqtt_sink.hpp"
@@ -56,37 +57,6 @@ class EventGate {
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// An output that is one of the inputs would destroy it: refuse (same file, by device and inode).
-void refuse_overwriting_inputs(const config::Config& cfg) {
-  struct stat in_stat {};
-  std::vector<std::pair<std::string, struct stat>> inputs;
-  for (const auto& in : cfg.inputs) {
-    if ((in.kind == config::InputKind::File || in.kind == config::InputKind::Image) && ::stat(in.path.c_str(), &in_stat) == 0) {
-      inputs.emplace_back(in.path, in_stat);
-    }
-  }
-  std::vector<std::pair<std::string, std::string>> outputs;  // (key, path)
-  for (const auto& in : cfg.inputs) {
-    if (cfg.output.kind == config::OutputKind::File) outputs.emplace_back("output.path", config::for_stream(cfg.output.path, in.name));
-    if (!cfg.output.results.empty() && cfg.output.results != "-") {
-      outputs.emplace_back("output.results", config::for_stream(cfg.output.results, in.name));
-    }
-  }
-  for (const auto& [key, path] : outputs) {
-    struct stat out_stat {};
-    if (::stat(path.c_str(), &out_stat) != 0) continue;
-    for (const auto& [input, st] : inputs) {
-      if (st.st_dev == out_stat.st_dev && st.st_ino == out_stat.st_ino) {
-        throw UsageError(fmt::format("{} '{}' is the input file '{}': refusing to overwrite it", key, path, input));
-      }
-    }
-  }
-  if (cfg.output.kind == config::OutputKind::File && !cfg.output.results.empty() &&
-      std::filesystem::path(cfg.output.path).lexically_normal() == std::filesystem::path(cfg.output.results).lexically_normal()) {
-    throw ConfigError(fmt::format("output.results: '{}' is also output.path", cfg.output.results));
-  }
-}
 
 QueuePolicy queue_policy(const config::Input& in, bool live) {
   const bool drop = in.drop == config::DropPolicy::Drop || (in.drop == config::DropPolicy::Auto && live);
@@ -199,7 +169,8 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
     r.status = "failed";
     r.error = f->message;
   } else {
-    r.status = interrupted ? "interrupted" : "ok";
+    // A stream that had ended by itself before the stop request is complete.
+    r.status = interrupted && st.end_reason_text() == "stopped" ? "interrupted" : "ok";
   }
   return r;
 }

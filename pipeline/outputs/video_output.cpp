@@ -3,6 +3,7 @@
 #include <gst/app/gstappsrc.h>
 #include <gst/rtsp-server/rtsp-server.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -210,9 +211,11 @@ class FileOutput final : public PipelineOutput {
     }
     auto ext = path.extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    // Crash-safe formats are written in place; a plain MP4/MOV only becomes valid at its end: write it aside.
-    const bool in_place = ext == ".mkv" || (ext == ".mp4" && o.output.fragment_s > 0);
-    write_path_ = in_place ? o.path : o.path + ".partial";
+    // Every file is started aside (NAME.partial), so the real name never holds an empty or broken file. A plain
+    // MP4/MOV only becomes valid at its end and is renamed then; a crash-safe one (MKV, fragmented MP4) is renamed
+    // as soon as its header is written — from then on it is playable whenever the process dies.
+    in_place_ = ext == ".mkv" || (ext == ".mp4" && o.output.fragment_s > 0);
+    write_path_ = o.path + ".partial";
     if (!std::ofstream(write_path_, std::ios::binary)) {
       throw CantCreateError(fmt::format("{}: cannot write the output file", o.path));
     }
@@ -236,30 +239,53 @@ class FileOutput final : public PipelineOutput {
     }
     GstElement* sink = add_element(p, "filesink", "file");
     g_object_set(sink, "location", write_path_.c_str(), nullptr);
+    if (in_place_) {
+      // The first buffer after the header reaches the file sink: the header is on disk (it writes in its thread).
+      PadPtr pad(gst_element_get_static_pad(sink, "sink"));
+      gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
+        auto* out = static_cast<FileOutput*>(self);
+        if (!GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info), GST_BUFFER_FLAG_HEADER)) {
+          out->move_into_place();
+          return GST_PAD_PROBE_REMOVE;
+        }
+        return GST_PAD_PROBE_OK;
+      }, this, nullptr);
+    }
     link_chain({src, add_element(p, "videoconvert"),
                 add_capsfilter(p, gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr)),
                 add_encoder(p, o.output, false), add_element(p, "h264parse"), mux, sink});
     start(src);
   }
 
+  // Gives the file its real name (once): the open file goes on being written under it.
+  void move_into_place() {
+    if (in_place_name_.exchange(true)) return;
+    std::error_code ec;
+    fs::rename(write_path_, final_path_, ec);
+    if (ec) rename_error_ = ec.message();
+  }
+
   bool wants_eos() const override { return true; }
   void completed() override {
-    if (write_path_ != final_path_) {
-      std::error_code ec;
-      fs::rename(write_path_, final_path_, ec);
-      if (ec) throw IoError(fmt::format("{}: cannot rename {} into place: {}", final_path_, write_path_, ec.message()));
+    move_into_place();
+    if (!rename_error_.empty()) {
+      throw IoError(fmt::format("{}: cannot rename {} into place: {}", final_path_, write_path_, rename_error_));
     }
     vc::log::get("pipeline")->info("wrote {} frames to {}", frames_, final_path_);
   }
   void failed() override {
     // A file that never got its index is unplayable: do not leave it behind under a name that suggests otherwise.
-    if (write_path_ != final_path_) {
+    // (A crash-safe file under its real name keeps what it holds: it plays up to the failure.)
+    if (!in_place_name_) {
       std::error_code ec;
       fs::remove(write_path_, ec);
     }
   }
 
   std::string final_path_, write_path_;
+  bool in_place_ = false;
+  std::atomic<bool> in_place_name_{false};
+  std::string rename_error_;  // written by the streaming thread before the pipeline stops, read after
 };
 
 class DisplayOutput final : public PipelineOutput {
@@ -399,8 +425,8 @@ class RtspOutput final : public VideoOutput {
 class ImagesOutput final : public VideoOutput {
  public:
   explicit ImagesOutput(const VideoOutput::Options& o) : target_(o.path) {
-    pattern_ = target_.find("%s") != std::string::npos;
-    const fs::path dir = pattern_ ? fs::path(target_).parent_path() : fs::path(target_);
+    const bool in_folder = target_.find("%s") == std::string::npos && !config::single_image_output(target_);
+    const fs::path dir = in_folder ? fs::path(target_) : fs::path(target_).parent_path();
     std::error_code ec;
     if (!dir.empty()) fs::create_directories(dir, ec);
     if (ec) throw CantCreateError(fmt::format("{}: cannot create the image folder: {}", dir.string(), ec.message()));
@@ -408,16 +434,9 @@ class ImagesOutput final : public VideoOutput {
   }
 
   void push(const OutputFrame& f) override {
-    const fs::path source(f.source);
-    auto ext = source.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    const std::string stem = f.source.empty() ? fmt::format("{}-{:06}", f.stream, f.index) : source.stem().string();
-    std::string file;
-    if (pattern_) {
-      file = target_;
-      file.replace(file.find("%s"), 2, stem);
-    } else {
-      file = (fs::path(target_) / (stem + (ext == ".png" || ext == ".bmp" ? ".png" : ".jpg"))).string();
+    const auto file = image_output_file(target_, f.source, f.stream, f.index);
+    if (config::single_image_output(target_) && frames_ > 0) {
+      throw DataError(fmt::format("{}: one image file takes one image; more came (give a folder or a %s pattern)", target_));
     }
     auto fext = fs::path(file).extension().string();
     std::transform(fext.begin(), fext.end(), fext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -452,7 +471,6 @@ class ImagesOutput final : public VideoOutput {
   }
 
   std::string target_;
-  bool pattern_ = false;
   bool reported_ = false;
   int64_t frames_ = 0;
 };
@@ -469,6 +487,21 @@ class NullOutput final : public VideoOutput {
 };
 
 }  // namespace
+
+std::string image_output_file(const std::string& target, const std::string& source, const std::string& stream,
+                              int64_t index) {
+  if (config::single_image_output(target)) return target;
+  const fs::path from(source);
+  auto ext = from.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  const std::string stem = source.empty() ? fmt::format("{}-{:06}", stream, index) : from.stem().string();
+  if (target.find("%s") != std::string::npos) {
+    std::string file = target;
+    file.replace(file.find("%s"), 2, stem);
+    return file;
+  }
+  return (fs::path(target) / (stem + (ext == ".png" || ext == ".bmp" ? ".png" : ".jpg"))).string();
+}
 
 std::string display_sink(bool check_opens) {
   ensure_gstreamer();

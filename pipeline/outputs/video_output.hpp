@@ -1,8 +1,8 @@
 // Where labelled frames go: an MP4/MKV/MOV file (H.264 by NVENC or x264), a window, an RTSP server, a folder of
 // labelled images, or nowhere. Files are always finalized: finish() sends end-of-stream and waits for the muxer to
-// write its index. A plain MP4/MOV is written under a temporary name (PATH.partial) and renamed when complete, so
-// the final name never holds a broken file; MKV and fragmented MP4 (output.fragment_s) are written in place, since
-// they stay playable even if the process is killed.
+// write its index. A file is started under a temporary name (PATH.partial), so the final name never holds an empty
+// or broken file: a plain MP4/MOV is renamed when complete; MKV and fragmented MP4 (output.fragment_s), which stay
+// playable even if the process is killed, as soon as their header is written.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -46,6 +46,11 @@ class VideoOutput {
   // Frames a live output skipped because its consumer could not keep up (RTSP clients), counted.
   [[nodiscard]] virtual int64_t dropped() const { return 0; }
 };
+
+// Where an images output writes the labelled frame of `source` (an image input's file; "" for video): `target` is
+// one file, a folder (SOURCE-STEM.jpg, or .png for PNG/BMP sources; STREAM-FRAME.jpg for video), or a %s pattern.
+std::string image_output_file(const std::string& target, const std::string& source, const std::string& stream,
+                              int64_t index);
 
 // The display sink this machine would use ("ximagesink", "waylandsink"), or throws vc::UnavailableError saying
 // why there is none. `check_opens`: also make sure it can open the display (doctor).

@@ -1,7 +1,5 @@
 #include "pipeline/sources/stream.hpp"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "config/logging.hpp"
+#include "pipeline/sources/image_files.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -37,33 +36,6 @@ double seconds_since(int64_t steady) {
 }
 
 }  // namespace
-
-std::vector<std::string> image_files(const std::string& spec) {
-  std::vector<std::string> files;
-  auto is_image = [](const fs::path& p) {
-    auto ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
-  };
-  std::error_code ec;
-  if (fs::is_directory(spec, ec)) {
-    for (const auto& e : fs::directory_iterator(spec, ec)) {
-      if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().string());
-    }
-  } else if (spec.find_first_of("*?[") != std::string::npos) {
-    glob_t g{};
-    if (glob(spec.c_str(), 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
-    }
-    globfree(&g);
-  } else {
-    if (!fs::exists(spec, ec)) throw NoInputError(fmt::format("{}: no such image", spec));
-    files.push_back(spec);
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw NoInputError(fmt::format("{}: no images (.jpg, .jpeg, .png, .bmp) found", spec));
-  return files;
-}
 
 std::shared_ptr<GstContext> share_context(GstContext* owned) {
   return {owned, [](GstContext* c) {

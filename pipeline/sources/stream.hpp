@@ -106,7 +106,5 @@ class Stream {
   std::thread thread_;
 };
 
-// The image files of an image input (a file, a directory or a glob), sorted. Throws vc::NoInputError if none.
-std::vector<std::string> image_files(const std::string& spec);
 
 }  // namespace vc::pipeline

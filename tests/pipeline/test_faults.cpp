@@ -57,12 +57,13 @@ TEST_CASE("a video output whose disk fills while the encoder is behind: exit 74 
   // write fails. A full disk: every write to /dev/full fails with ENOSPC.
   const auto out = path("full-disk.mkv");
   fs::remove(out);
-  fs::create_symlink("/dev/full", out);
+  fs::remove(out + ".partial");
+  fs::create_symlink("/dev/full", out + ".partial");  // where the file is started
   const auto started = std::chrono::steady_clock::now();
   const auto r = run_command(app("--input test:snow --input test:snow --input test:snow --input test:snow "
                                  "--set input.width=1920 --set input.height=1080 --set output.tiled=true --output '" +
                                  out + "'", 40));
-  fs::remove(out);
+  fs::remove(out + ".partial");
   CHECK_MESSAGE(r.code == 74, r.output);
   CHECK(r.output.find("the disk is full") != std::string::npos);
   CHECK(r.output.find(out) != std::string::npos);
