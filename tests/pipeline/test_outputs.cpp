@@ -140,7 +140,7 @@ TEST_CASE("a file output that cannot keep up holds back only its own stream: a l
   fs::remove_all(dir);
   fs::create_directories(dir);
   const auto clip = make_video("slow-output-clip.mp4", 300, 160, 120);
-  const auto fifo = dir + "/clip.mkv";
+  const auto fifo = dir + "/clip.mkv.partial";  // where the output starts its file
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // so that the output can open it for writing
   REQUIRE(reader >= 0);
