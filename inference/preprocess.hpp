@@ -1,23 +1,29 @@
 // Frame -> normalized NHWC FP16 model input. The geometry and colour rules are defined here once; the CPU
 // reference below implements them plainly, and the CUDA kernel (preprocess_gpu.hpp) must match it.
 //
-// Rules: every output pixel's centre is mapped back into the frame (half-pixel centres, as OpenCV and
-// PyTorch's align_corners=False), sampled bilinearly with edges clamped — each of the four taps converted to RGB
-// first (YUV: BT.601 or BT.709, limited (16-235) or full (0-255) range, chroma taken from the tap's 2x2 block) — then divided by 255,
-// normalized with mean/std, rounded to FP16. Letterbox bars are black (RGB 0,0,0, normalized). Channels past
-// the third (padding for the first layer) are 0.
+// Rules: every output pixel's centre is mapped back into the frame as it is shown — upright: a frame stored sideways
+// (a phone video's rotation tag) is read through its rotation — (half-pixel centres, as OpenCV and PyTorch's
+// align_corners=False), sampled bilinearly with edges clamped — each of the four taps converted to RGB first (YUV:
+// BT.601 or BT.709, limited (16-235) or full (0-255) range, chroma taken from the tap's 2x2 block) — then divided
+// by 255, normalized with mean/std, rounded to FP16. 10-bit samples (P010, I420_10) are read as they are, in
+// 8-bit units (value / 4: the 10-bit code of an 8-bit value is 4 times it, as BT.709/BT.2020 define), never rounded
+// to 8 bits first. Letterbox bars are black (RGB 0,0,0, normalized). Channels past the third (padding for the
+// first layer) are 0.
 #pragma once
 #include <cstdint>
 #include <string>
 
 namespace vc::inference {
 
-enum class PixelFormat { RGB, BGR, RGBA, BGRx, NV12, I420 };
+// P010: NV12's layout with 16-bit little-endian samples holding 10 bits at the top (NVDEC's and VA's 10-bit output);
+// I420_10: I420's layout with 16-bit little-endian samples holding 10 bits at the bottom (libav's 10-bit output).
+enum class PixelFormat { RGB, BGR, RGBA, BGRx, NV12, I420, P010, I420_10 };
 enum class ResizeMode { Stretch, Crop, Letterbox };
 enum class YuvMatrix { BT601, BT709 };
 enum class MemoryKind { Host, Device };  // where a frame's planes live
 
-PixelFormat parse_pixel_format(const std::string& name);  // "RGB", "BGR", "RGBA", "BGRx", "NV12", "I420"
+// "RGB", "BGR", "RGBA", "BGRx", "NV12", "I420", "P010_10LE", "I420_10LE" (GStreamer's names)
+PixelFormat parse_pixel_format(const std::string& name);
 ResizeMode parse_resize_mode(const std::string& name);    // "stretch", "crop", "letterbox"
 const char* pixel_format_name(PixelFormat f);
 
@@ -25,11 +31,16 @@ const char* pixel_format_name(PixelFormat f);
 struct FrameView {
   PixelFormat format = PixelFormat::RGB;
   int width = 0, height = 0;
-  const uint8_t* planes[3] = {nullptr, nullptr, nullptr};  // packed: [0]; NV12: Y, UV; I420: Y, U, V
+  const uint8_t* planes[3] = {nullptr, nullptr, nullptr};  // packed: [0]; NV12/P010: Y, UV; I420(_10): Y, U, V
   int strides[3] = {0, 0, 0};
   YuvMatrix matrix = YuvMatrix::BT601;
   bool full_range = false;            // YUV: 0-255 (JPEG) instead of 16-235 (video)
   MemoryKind memory = MemoryKind::Host;
+  int rotation = 0;                   // clockwise degrees (0, 90, 180, 270) that turn the stored frame upright
+
+  // The frame as shown, after its rotation.
+  [[nodiscard]] int shown_width() const { return rotation == 90 || rotation == 270 ? height : width; }
+  [[nodiscard]] int shown_height() const { return rotation == 90 || rotation == 270 ? width : height; }
 };
 
 struct PreprocessParams {
@@ -49,7 +60,8 @@ struct ResizeGeometry {
 };
 ResizeGeometry resize_geometry(int frame_width, int frame_height, const PreprocessParams& p);
 
-// Throws vc::DataError for an unusable frame (empty, null plane, stride too small) or parameters.
+// Throws vc::DataError for an unusable frame (empty, null plane, stride too small, a rotation that is not a multiple
+// of 90 degrees) or parameters.
 void validate_frame(const FrameView& frame);
 
 // The CPU reference: writes size*size*channels FP16 values (NHWC, one image) to `out`.

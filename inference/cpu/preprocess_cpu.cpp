@@ -30,8 +30,27 @@ Rgb yuv_to_rgb(float y, float u, float v, YuvMatrix m, bool full_range) {
   return {clamp255(c + 1.596027f * e), clamp255(c - 0.391762f * d - 0.812968f * e), clamp255(c + 2.017232f * d)};
 }
 
-// The RGB value of one frame pixel (x, y inside the frame).
+// A 16-bit little-endian sample of a plane, as 8-bit units (10-bit value / 4).
+float sample10(const uint8_t* plane, int stride, int x, int y, bool high_bits) {
+  const uint8_t* p = plane + long(y) * stride + 2 * long(x);
+  const unsigned v = unsigned(p[0]) | (unsigned(p[1]) << 8);
+  return float(high_bits ? v >> 6 : v & 0x3ffu) * 0.25f;
+}
+
+// The stored pixel shown at (x, y) of the upright frame (x, y inside the shown frame).
+void stored_xy(const FrameView& f, int& x, int& y) {
+  const int sx = x, sy = y;
+  switch (f.rotation) {
+    case 90: x = sy, y = f.height - 1 - sx; break;
+    case 180: x = f.width - 1 - sx, y = f.height - 1 - sy; break;
+    case 270: x = f.width - 1 - sy, y = sx; break;
+    default: break;
+  }
+}
+
+// The RGB value of one pixel of the upright frame (x, y inside the shown frame).
 Rgb pixel(const FrameView& f, int x, int y) {
+  stored_xy(f, x, y);
   const uint8_t* row = f.planes[0] + long(y) * f.strides[0];
   switch (f.format) {
     case PixelFormat::RGB: return {float(row[3 * x]), float(row[3 * x + 1]), float(row[3 * x + 2])};
@@ -47,6 +66,14 @@ Rgb pixel(const FrameView& f, int x, int y) {
       const uint8_t v = f.planes[2][long(y / 2) * f.strides[2] + x / 2];
       return yuv_to_rgb(row[x], u, v, f.matrix, f.full_range);
     }
+    case PixelFormat::P010:
+      return yuv_to_rgb(sample10(f.planes[0], f.strides[0], x, y, true),
+                        sample10(f.planes[1], f.strides[1], 2 * (x / 2), y / 2, true),
+                        sample10(f.planes[1], f.strides[1], 2 * (x / 2) + 1, y / 2, true), f.matrix, f.full_range);
+    case PixelFormat::I420_10:
+      return yuv_to_rgb(sample10(f.planes[0], f.strides[0], x, y, false),
+                        sample10(f.planes[1], f.strides[1], x / 2, y / 2, false),
+                        sample10(f.planes[2], f.strides[2], x / 2, y / 2, false), f.matrix, f.full_range);
   }
   return {0, 0, 0};
 }
@@ -60,11 +87,13 @@ PixelFormat parse_pixel_format(const std::string& n) {
   if (n == "BGRx" || n == "BGRA") return PixelFormat::BGRx;
   if (n == "NV12") return PixelFormat::NV12;
   if (n == "I420") return PixelFormat::I420;
-  throw DataError(fmt::format("unsupported pixel format '{}' (RGB, BGR, RGBA, BGRx, NV12, I420)", n));
+  if (n == "P010_10LE" || n == "P010") return PixelFormat::P010;
+  if (n == "I420_10LE" || n == "I420_10") return PixelFormat::I420_10;
+  throw DataError(fmt::format("unsupported pixel format '{}' (RGB, BGR, RGBA, BGRx, NV12, I420, P010_10LE, I420_10LE)", n));
 }
 
 const char* pixel_format_name(PixelFormat f) {
-  constexpr const char* names[] = {"RGB", "BGR", "RGBA", "BGRx", "NV12", "I420"};
+  constexpr const char* names[] = {"RGB", "BGR", "RGBA", "BGRx", "NV12", "I420", "P010_10LE", "I420_10LE"};
   return names[int(f)];
 }
 
@@ -96,7 +125,15 @@ ResizeGeometry resize_geometry(int fw, int fh, const PreprocessParams& p) {
   return g;
 }
 
-int plane_count(PixelFormat f) { return f == PixelFormat::NV12 ? 2 : f == PixelFormat::I420 ? 3 : 1; }
+int plane_count(PixelFormat f) {
+  switch (f) {
+    case PixelFormat::NV12:
+    case PixelFormat::P010: return 2;
+    case PixelFormat::I420:
+    case PixelFormat::I420_10: return 3;
+    default: return 1;
+  }
+}
 
 int plane_rows(PixelFormat f, int height, int plane) {
   return plane == 0 || plane_count(f) == 1 ? height : (height + 1) / 2;
@@ -111,6 +148,8 @@ size_t plane_row_bytes(PixelFormat f, int width, int plane) {
     case PixelFormat::BGRx: return size_t(width) * 4;
     case PixelFormat::NV12: return plane == 0 ? size_t(width) : 2 * chroma;
     case PixelFormat::I420: return plane == 0 ? size_t(width) : chroma;
+    case PixelFormat::P010: return plane == 0 ? 2 * size_t(width) : 4 * chroma;
+    case PixelFormat::I420_10: return plane == 0 ? 2 * size_t(width) : 2 * chroma;
   }
   return 0;
 }
@@ -142,6 +181,9 @@ FrameView packed_frame_view(PixelFormat f, int w, int h, const uint8_t* data) {
 
 void validate_frame(const FrameView& f) {
   if (f.width <= 0 || f.height <= 0) throw DataError(fmt::format("frame has size {}x{}", f.width, f.height));
+  if (f.rotation != 0 && f.rotation != 90 && f.rotation != 180 && f.rotation != 270) {
+    throw DataError(fmt::format("frame rotation {} is not 0, 90, 180 or 270 degrees", f.rotation));
+  }
   for (int i = 0; i < plane_count(f.format); ++i) {
     if (!f.planes[i]) throw DataError(fmt::format("{} frame: plane {} is missing", pixel_format_name(f.format), i));
     const size_t min_stride = plane_row_bytes(f.format, f.width, i);
@@ -155,7 +197,8 @@ void validate_frame(const FrameView& f) {
 void preprocess_cpu(const FrameView& f, const PreprocessParams& p, uint16_t* out) {
   validate_frame(f);
   if (p.size <= 0 || p.channels < 3) throw DataError("preprocess: size must be > 0 and channels >= 3");
-  const ResizeGeometry g = resize_geometry(f.width, f.height, p);
+  const int w = f.shown_width(), h = f.shown_height();
+  const ResizeGeometry g = resize_geometry(w, h, p);
   for (int y = 0; y < p.size; ++y) {
     for (int x = 0; x < p.size; ++x) {
       const float cx = x + 0.5f, cy = y + 0.5f;
@@ -164,8 +207,8 @@ void preprocess_cpu(const FrameView& f, const PreprocessParams& p, uint16_t* out
         const float sx = (cx - g.offset_x) * g.scale_x - 0.5f, sy = (cy - g.offset_y) * g.scale_y - 0.5f;
         const float fx0 = std::floor(sx), fy0 = std::floor(sy);
         const float ax = sx - fx0, ay = sy - fy0;
-        const int x0 = std::clamp(int(fx0), 0, f.width - 1), x1 = std::clamp(int(fx0) + 1, 0, f.width - 1);
-        const int y0 = std::clamp(int(fy0), 0, f.height - 1), y1 = std::clamp(int(fy0) + 1, 0, f.height - 1);
+        const int x0 = std::clamp(int(fx0), 0, w - 1), x1 = std::clamp(int(fx0) + 1, 0, w - 1);
+        const int y0 = std::clamp(int(fy0), 0, h - 1), y1 = std::clamp(int(fy0) + 1, 0, h - 1);
         const Rgb p00 = pixel(f, x0, y0), p01 = pixel(f, x1, y0), p10 = pixel(f, x0, y1), p11 = pixel(f, x1, y1);
         auto lerp2 = [&](float a, float b, float cc, float d) {
           return (1 - ay) * ((1 - ax) * a + ax * b) + ay * ((1 - ax) * cc + ax * d);

@@ -79,7 +79,7 @@ void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out, int sl
         }
         view.memory = MemoryKind::Device;
       }
-      descs[count++] = {view, resize_geometry(f.width, f.height, params_), int(k)};
+      descs[count++] = {view, resize_geometry(f.shown_width(), f.shown_height(), params_), int(k)};
     }
     groups.emplace_back(first, count - first);
   }

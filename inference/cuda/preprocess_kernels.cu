@@ -34,8 +34,22 @@ __device__ __forceinline__ float3 yuv_to_rgb(float y, float u, float v, YuvMatri
   return make_float3(clamp255(c + 1.596027f * e), clamp255(c - 0.391762f * d - 0.812968f * e), clamp255(c + 2.017232f * d));
 }
 
+// A 16-bit little-endian sample, as 8-bit units (10-bit value / 4), as the CPU reference reads it.
+__device__ __forceinline__ float sample10(const uint8_t* plane, int stride, int x, int y, bool high_bits) {
+  const uint16_t v = *reinterpret_cast<const uint16_t*>(plane + size_t(y) * stride + 2 * size_t(x));
+  return float(high_bits ? v >> 6 : v & 0x3ffu) * 0.25f;
+}
+
+// The RGB value of one pixel of the upright frame (x, y inside the shown frame; the frame may be stored turned).
 template <PixelFormat F>
 __device__ __forceinline__ float3 load_rgb(const FrameView& f, int x, int y) {
+  const int sx = x, sy = y;
+  switch (f.rotation) {
+    case 90: x = sy, y = f.height - 1 - sx; break;
+    case 180: x = f.width - 1 - sx, y = f.height - 1 - sy; break;
+    case 270: x = f.width - 1 - sy, y = sx; break;
+    default: break;
+  }
   const uint8_t* row = f.planes[0] + size_t(y) * f.strides[0];
   if constexpr (F == PixelFormat::RGB) return make_float3(row[3 * x], row[3 * x + 1], row[3 * x + 2]);
   if constexpr (F == PixelFormat::BGR) return make_float3(row[3 * x + 2], row[3 * x + 1], row[3 * x]);
@@ -49,6 +63,16 @@ __device__ __forceinline__ float3 load_rgb(const FrameView& f, int x, int y) {
     const uint8_t u = f.planes[1][size_t(y / 2) * f.strides[1] + x / 2];
     const uint8_t v = f.planes[2][size_t(y / 2) * f.strides[2] + x / 2];
     return yuv_to_rgb(row[x], u, v, f.matrix, f.full_range);
+  }
+  if constexpr (F == PixelFormat::P010) {
+    return yuv_to_rgb(sample10(f.planes[0], f.strides[0], x, y, true),
+                      sample10(f.planes[1], f.strides[1], 2 * (x / 2), y / 2, true),
+                      sample10(f.planes[1], f.strides[1], 2 * (x / 2) + 1, y / 2, true), f.matrix, f.full_range);
+  }
+  if constexpr (F == PixelFormat::I420_10) {
+    return yuv_to_rgb(sample10(f.planes[0], f.strides[0], x, y, false),
+                      sample10(f.planes[1], f.strides[1], x / 2, y / 2, false),
+                      sample10(f.planes[2], f.strides[2], x / 2, y / 2, false), f.matrix, f.full_range);
   }
   return make_float3(0, 0, 0);
 }
@@ -69,8 +93,10 @@ __global__ void preprocess_kernel(const GpuFrameDesc* __restrict__ descs, Params
     const float sy = __fsub_rn(__fmul_rn(__fsub_rn(cy, g.offset_y), g.scale_y), 0.5f);
     const float fx0 = floorf(sx), fy0 = floorf(sy);
     const float ax = sx - fx0, ay = sy - fy0;
-    const int x0 = min(max(int(fx0), 0), f.width - 1), x1 = min(max(int(fx0) + 1, 0), f.width - 1);
-    const int y0 = min(max(int(fy0), 0), f.height - 1), y1 = min(max(int(fy0) + 1, 0), f.height - 1);
+    const int w = f.rotation == 90 || f.rotation == 270 ? f.height : f.width;  // as shown
+    const int h = f.rotation == 90 || f.rotation == 270 ? f.width : f.height;
+    const int x0 = min(max(int(fx0), 0), w - 1), x1 = min(max(int(fx0) + 1, 0), w - 1);
+    const int y0 = min(max(int(fy0), 0), h - 1), y1 = min(max(int(fy0) + 1, 0), h - 1);
     const float3 p00 = load_rgb<F>(f, x0, y0), p01 = load_rgb<F>(f, x1, y0);
     const float3 p10 = load_rgb<F>(f, x0, y1), p11 = load_rgb<F>(f, x1, y1);
     auto lerp2 = [&](float a, float b, float cc, float dd) {
@@ -104,6 +130,10 @@ void launch_preprocess(const GpuFrameDesc* descs, int n, PixelFormat format, con
     case PixelFormat::BGRx: preprocess_kernel<PixelFormat::BGRx><<<grid, kThreads, 0, stream>>>(descs, k, out); break;
     case PixelFormat::NV12: preprocess_kernel<PixelFormat::NV12><<<grid, kThreads, 0, stream>>>(descs, k, out); break;
     case PixelFormat::I420: preprocess_kernel<PixelFormat::I420><<<grid, kThreads, 0, stream>>>(descs, k, out); break;
+    case PixelFormat::P010: preprocess_kernel<PixelFormat::P010><<<grid, kThreads, 0, stream>>>(descs, k, out); break;
+    case PixelFormat::I420_10:
+      preprocess_kernel<PixelFormat::I420_10><<<grid, kThreads, 0, stream>>>(descs, k, out);
+      break;
   }
   CUDA_CHECK_LAUNCH();
 }

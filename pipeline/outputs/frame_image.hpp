@@ -7,8 +7,9 @@
 
 namespace vc::pipeline {
 
-// A BGR copy of a host frame (NV12, I420, BGR, BGRx, RGB, RGBA). YUV frames of odd size lose their last column
-// or row (4:2:0 needs even sizes). Throws vc::InternalError for a frame in GPU memory.
+// A BGR copy of a host frame (NV12, I420, their 10-bit forms — drawn from their top 8 bits — BGR, BGRx, RGB, RGBA),
+// upright (its rotation applied). YUV frames of odd size lose their last column or row (4:2:0 needs even sizes).
+// Throws vc::InternalError for a frame in GPU memory.
 cv::Mat to_bgr(const inference::FrameView& frame);
 
 // `image` scaled to fit `size` (aspect kept, black bars), or `image` itself when it already has that size.

@@ -24,25 +24,19 @@ struct TestFrame {
 
 TestFrame random_frame(PixelFormat f, int w, int h, int pad) {
   TestFrame t;
-  const int bpp = f == PixelFormat::RGB || f == PixelFormat::BGR ? 3 : f == PixelFormat::RGBA || f == PixelFormat::BGRx ? 4 : 1;
-  const int cw = (w + 1) / 2, ch = (h + 1) / 2;
-  int strides[3] = {w * bpp + pad, f == PixelFormat::NV12 ? 2 * cw + pad : cw + pad, cw + pad};
-  size_t sizes[3] = {size_t(strides[0]) * h, size_t(strides[1]) * ch, f == PixelFormat::I420 ? size_t(strides[2]) * ch : 0};
-  if (f != PixelFormat::NV12 && f != PixelFormat::I420) sizes[1] = 0;
-  if (f != PixelFormat::I420) sizes[2] = 0;
-  t.bytes.resize(sizes[0] + sizes[1] + sizes[2]);
+  size_t offsets[3] = {0, 0, 0}, total = 0;
+  for (int i = 0; i < plane_count(f); ++i) {
+    t.view.strides[i] = int(plane_row_bytes(f, w, i)) + pad * (f == PixelFormat::P010 || f == PixelFormat::I420_10 ? 2 : 1);
+    offsets[i] = total;
+    total += size_t(t.view.strides[i]) * size_t(plane_rows(f, h, i));
+  }
+  t.bytes.resize(total);
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto& b : t.bytes) b = uint8_t(byte(vc::test::rng()));
   t.view.format = f;
   t.view.width = w;
   t.view.height = h;
-  size_t offset = 0;
-  for (int i = 0; i < 3; ++i) {
-    if (!sizes[i]) continue;
-    t.view.planes[i] = t.bytes.data() + offset;
-    t.view.strides[i] = strides[i];
-    offset += sizes[i];
-  }
+  for (int i = 0; i < plane_count(f); ++i) t.view.planes[i] = t.bytes.data() + offsets[i];
   return t;
 }
 
@@ -61,8 +55,8 @@ double compare(const std::vector<uint16_t>& gpu, const std::vector<uint16_t>& cp
 }  // namespace
 
 TEST_CASE("every format and resize mode matches the CPU reference on odd sizes") {
-  const PixelFormat formats[] = {PixelFormat::RGB, PixelFormat::BGR, PixelFormat::RGBA, PixelFormat::BGRx,
-                                 PixelFormat::NV12, PixelFormat::I420};
+  const PixelFormat formats[] = {PixelFormat::RGB,  PixelFormat::BGR,  PixelFormat::RGBA, PixelFormat::BGRx,
+                                 PixelFormat::NV12, PixelFormat::I420, PixelFormat::P010, PixelFormat::I420_10};
   const ResizeMode modes[] = {ResizeMode::Stretch, ResizeMode::Crop, ResizeMode::Letterbox};
   const std::pair<int, int> sizes[] = {{1, 1}, {33, 17}, {1921, 1081}};
   CudaStream stream = make_stream();
@@ -93,6 +87,30 @@ TEST_CASE("every format and resize mode matches the CPU reference on odd sizes")
       for (int i = 0; i < 3; ++i) preprocess_cpu(views[i], p, cpu.data() + per * i);
       const double worst = compare(gpu, cpu);
       CHECK(worst <= 2.0);  // within two FP16 steps (FMA contraction may move a value across one rounding edge)
+    }
+  }
+}
+
+TEST_CASE("frames stored turned (a phone video's rotation) match the CPU reference for every rotation") {
+  CudaStream stream = make_stream();
+  for (auto format : {PixelFormat::NV12, PixelFormat::P010, PixelFormat::BGRx}) {
+    for (int rotation : {90, 180, 270}) {
+      CAPTURE(pixel_format_name(format));
+      CAPTURE(rotation);
+      PreprocessParams p;
+      p.size = 224;
+      p.mode = ResizeMode::Letterbox;
+      auto frame = random_frame(format, 1081, 1921, 32);  // a portrait phone frame stored landscape, odd sizes
+      frame.view.rotation = rotation;
+      GpuPreprocessor pre(p, 1, stream);
+      const size_t per = size_t(p.size) * p.size * p.channels;
+      DeviceBuffer<__half> out(per);
+      pre.run(std::span<const FrameView>(&frame.view, 1), out.get());
+      std::vector<uint16_t> gpu(per), cpu(per);
+      CUDA_CHECK(cudaMemcpyAsync(gpu.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      preprocess_cpu(frame.view, p, cpu.data());
+      CHECK(compare(gpu, cpu) <= 2.0);
     }
   }
 }

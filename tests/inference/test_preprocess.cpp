@@ -160,4 +160,87 @@ TEST_CASE("unusable frames are errors, 1x1 frames work") {
   CHECK_THROWS_AS(preprocess_cpu(packed_frame_view(PixelFormat::RGB, 0, 4, px), p, out.data()), DataError);
 }
 
+namespace {
+
+// The 10-bit form of an 8-bit YUV frame (each sample's 10-bit code is 4 times its 8-bit value).
+std::vector<uint8_t> to_10bit(const std::vector<uint8_t>& eight, PixelFormat format) {
+  std::vector<uint8_t> out(eight.size() * 2);
+  for (size_t i = 0; i < eight.size(); ++i) {
+    const unsigned v10 = unsigned(eight[i]) * 4;
+    const unsigned stored = format == PixelFormat::P010 ? v10 << 6 : v10;  // P010 keeps its 10 bits at the top
+    out[2 * i] = uint8_t(stored & 0xff);
+    out[2 * i + 1] = uint8_t(stored >> 8);
+  }
+  return out;
+}
+
+// A frame turned a quarter clockwise (stored sideways), pixel by pixel; packed formats only.
+std::vector<uint8_t> turned_clockwise(const std::vector<uint8_t>& frame, int w, int h, int bpp) {
+  std::vector<uint8_t> out(frame.size());
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < bpp; ++c) out[(size_t(x) * h + (h - 1 - y)) * bpp + c] = frame[(size_t(y) * w + x) * bpp + c];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("10-bit frames (P010, I420_10) give what their 8-bit values give, and keep the bits 8-bit video loses") {
+  const int w = 36, h = 22;
+  for (const auto [ten, eight] : {std::pair{PixelFormat::P010, PixelFormat::NV12}, {PixelFormat::I420_10, PixelFormat::I420}}) {
+    CAPTURE(pixel_format_name(ten));
+    for (const auto mode : {ResizeMode::Stretch, ResizeMode::Crop, ResizeMode::Letterbox}) {
+      const auto bytes8 = random_bytes(packed_frame_bytes(eight, w, h));
+      const auto bytes10 = to_10bit(bytes8, ten);
+      REQUIRE(bytes10.size() == packed_frame_bytes(ten, w, h));
+      PreprocessParams p;
+      p.size = 17;
+      p.mode = mode;
+      std::vector<uint16_t> a(size_t(p.size) * p.size * 3), b(a.size());
+      preprocess_cpu(packed_frame_view(eight, w, h, bytes8.data()), p, a.data());
+      preprocess_cpu(packed_frame_view(ten, w, h, bytes10.data()), p, b.data());
+      CHECK(a == b);
+    }
+  }
+  // A grey between two 8-bit codes: 10-bit Y 514 is 128.5 in 8-bit units, read as such (no rounding to 8 bits).
+  std::vector<uint8_t> grey(packed_frame_bytes(PixelFormat::I420_10, 4, 4));
+  for (size_t i = 0; i < grey.size(); i += 2) {
+    const unsigned v = i < 4 * 4 * 2 ? 514 : 512;  // Y, then neutral chroma
+    grey[i] = uint8_t(v & 0xff);
+    grey[i + 1] = uint8_t(v >> 8);
+  }
+  const PreprocessParams p = identity_params(4, ResizeMode::Stretch);
+  std::vector<uint16_t> out(4 * 4 * 3);
+  preprocess_cpu(packed_frame_view(PixelFormat::I420_10, 4, 4, grey.data()), p, out.data());
+  const float expected = 1.164383f * (128.5f - 16.f) / 255.f;
+  CHECK(at(out, p, 1, 2, 0) == round_to_half(expected));
+  CHECK(at(out, p, 1, 2, 0) != round_to_half(1.164383f * (128.f - 16.f) / 255.f));
+}
+
+TEST_CASE("a frame stored turned is read upright: the same input as the upright frame, for every rotation") {
+  const int w = 23, h = 14;  // odd: the rotation must not shift a pixel
+  const auto upright = random_bytes(size_t(w) * h * 3);
+  PreprocessParams p;
+  p.size = 20;
+  p.mode = ResizeMode::Letterbox;
+  std::vector<uint16_t> expected(size_t(p.size) * p.size * 3), got(expected.size());
+  preprocess_cpu(packed_frame_view(PixelFormat::RGB, w, h, upright.data()), p, expected.data());
+  // Stored a quarter, a half and three quarters clockwise: shown with the rotation that undoes it.
+  auto stored = upright;
+  int sw = w, sh = h;
+  for (int quarters = 1; quarters <= 3; ++quarters) {
+    stored = turned_clockwise(stored, sw, sh, 3);
+    std::swap(sw, sh);
+    auto view = packed_frame_view(PixelFormat::RGB, sw, sh, stored.data());
+    view.rotation = (360 - 90 * quarters) % 360;
+    CAPTURE(view.rotation);
+    CHECK(view.shown_width() == w);
+    preprocess_cpu(view, p, got.data());
+    CHECK(got == expected);
+  }
+  auto bad = packed_frame_view(PixelFormat::RGB, w, h, upright.data());
+  bad.rotation = 45;
+  CHECK_THROWS_AS(preprocess_cpu(bad, p, got.data()), DataError);
+}
+
 TEST_SUITE_END();
