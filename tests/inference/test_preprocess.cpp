@@ -187,7 +187,7 @@ std::vector<uint8_t> turned_clockwise(const std::vector<uint8_t>& frame, int w, 
 
 TEST_CASE("10-bit frames (P010, I420_10) give what their 8-bit values give, and keep the bits 8-bit video loses") {
   const int w = 36, h = 22;
-  for (const auto [ten, eight] : {std::pair{PixelFormat::P010, PixelFormat::NV12}, {PixelFormat::I420_10, PixelFormat::I420}}) {
+  for (const auto& [ten, eight] : {std::pair{PixelFormat::P010, PixelFormat::NV12}, {PixelFormat::I420_10, PixelFormat::I420}}) {
     CAPTURE(pixel_format_name(ten));
     for (const auto mode : {ResizeMode::Stretch, ResizeMode::Crop, ResizeMode::Letterbox}) {
       const auto bytes8 = random_bytes(packed_frame_bytes(eight, w, h));
