@@ -20,7 +20,7 @@ namespace vc::app {
 namespace {
 
 void line(std::ostream& out, const char* status, const std::string& what, const std::string& detail) {
-  fmt::print(out, "  [{:^7}] {:<26} {}\n", status, what, detail);
+  fmt::print(out, "  [{:^7}] {:<34} {}\n", status, what, detail);
 }
 
 }  // namespace
@@ -73,14 +73,20 @@ int run_doctor(const config::Config& config, std::ostream& out) {
     broken = true;
   }
 
-  fmt::print(out, "\nDecoders (best first; NVDEC appears only where the NVIDIA driver and a GPU are usable)\n");
-  for (const auto& c : pipeline::probe_decoders()) {
-    std::string list;
-    for (const auto& d : c.decoders) list += fmt::format("{}{}{}", list.empty() ? "" : ", ", d.factory, d.gpu ? " (NVDEC)" : "");
-    const bool any_gpu = std::any_of(c.decoders.begin(), c.decoders.end(), [](const auto& d) { return d.gpu; });
-    line(out, c.decoders.empty() ? "absent" : any_gpu ? "ok" : "cpu", c.codec, list.empty() ? "no decoder" : list);
+  fmt::print(out, "\nDecoders, per codec and profile: the one used first (NVDEC appears only where the NVIDIA driver "
+                  "and a GPU are usable)\n");
+  for (const auto& p : pipeline::probe_decoders()) {
+    const auto& usable = p.choice.usable;
+    std::string detail = usable.empty() ? "no decoder decodes it correctly: refused" : usable.front().factory;
+    if (!usable.empty() && usable.front().gpu) detail += " (NVDEC)";
+    for (size_t i = 1; i < usable.size(); ++i) detail += fmt::format("{}{}", i == 1 ? ", then " : ", ", usable[i].factory);
+    for (const auto& r : p.choice.rejected) {
+      if (r.factory.find("alphadecodebin") == std::string::npos) detail += fmt::format("; never {} ({})", r.factory, r.unfit);
+    }
+    const bool any_gpu = !usable.empty() && usable.front().gpu;
+    line(out, usable.empty() ? "absent" : any_gpu ? "ok" : "cpu", p.profile.empty() ? p.codec : p.codec + " " + p.profile,
+         detail);
   }
-
   const auto sync = pipeline::gpu_frame_sync();
   line(out, !sync.usable ? "warn" : sync.verified ? "ok" : "warn", "NVDEC frames on the GPU",
        sync.how + (sync.verified ? " (verified on a GPU: the same top-1 as CPU decoding)"

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "pipeline/sources/gst_probe.hpp"
 #include "pipeline/sources/gst_util.hpp"
 
@@ -20,38 +22,122 @@ bool decodes_pictures(GstElementFactory* f) {
   return klass && (std::strstr(klass, "Video") || std::strstr(klass, "Image"));
 }
 
+// Why `factory` would decode a stream of `format` wrongly ("" when it decodes it right).
+std::string unfit(const std::string& factory, const StreamFormat& format) {
+  if (factory.find("alphadecodebin") != std::string::npos && !format.alpha) {
+    return "decodes only streams that carry an alpha channel";
+  }
+  if (factory == "openh264dec" && format.profile != "constrained-baseline") {
+    return format.profile.empty() ? "openh264 decodes only Constrained Baseline H.264 correctly, and this stream's "
+                                     "profile is not known"
+                                   : fmt::format("openh264 decodes only Constrained Baseline H.264 correctly, not {}",
+                                                 format.profile);
+  }
+  if (factory == "libde265dec" && (format.bit_depth > 8 || format.chroma != "4:2:0")) {
+    return fmt::format("libde265's GStreamer element handles only 8-bit 4:2:0, not {}-bit {}", format.bit_depth,
+                       format.chroma);
+  }
+  return "";
+}
+
+std::string caps_string(const GstStructure* s, const char* field) {
+  const char* v = gst_structure_get_string(s, field);
+  return v ? v : "";
+}
+
 }  // namespace
 
-std::vector<DecoderInfo> decoders_for(const GstCaps* caps, config::Decoder policy) {
+std::string StreamFormat::describe() const {
+  return fmt::format("{}{}{}, {}-bit {}{}", codec, profile.empty() ? "" : " ", profile, bit_depth, chroma,
+                     interlaced ? ", interlaced" : "");
+}
+
+StreamFormat stream_format(const GstCaps* caps) {
+  StreamFormat f;
+  if (!caps || gst_caps_get_size(caps) == 0) return f;
+  const GstStructure* s = gst_caps_get_structure(caps, 0);
+  const std::string media = gst_structure_get_name(s);
+  static const std::pair<const char*, const char*> names[] = {
+      {"video/x-h264", "H.264"}, {"video/x-h265", "H.265"}, {"video/x-vp8", "VP8"},    {"video/x-vp9", "VP9"},
+      {"video/x-av1", "AV1"},    {"image/jpeg", "JPEG"},    {"video/mpeg", "MPEG"},    {"video/x-divx", "MPEG-4"},
+      {"video/x-xvid", "MPEG-4"}};
+  f.codec = media;
+  for (const auto& [m, name] : names) {
+    if (media == m) f.codec = name;
+  }
+  if (media == "video/mpeg") {
+    int version = 0;
+    gst_structure_get_int(s, "mpegversion", &version);
+    f.codec = version == 4 ? "MPEG-4" : version == 2 ? "MPEG-2" : version == 1 ? "MPEG-1" : "MPEG";
+  }
+  f.profile = caps_string(s, "profile");
+  if (const auto chroma = caps_string(s, "chroma-format"); !chroma.empty()) f.chroma = chroma;
+  guint depth = 0;
+  if (gst_structure_get_uint(s, "bit-depth-luma", &depth) && depth > 0) f.bit_depth = int(depth);
+  // Parsers that give no bit depth name it in the profile (VP9 2/3, the -10/-12 profiles).
+  if (f.bit_depth == 8 && (f.profile.find("-10") != std::string::npos || (f.codec == "VP9" && (f.profile == "2" || f.profile == "3")))) {
+    f.bit_depth = 10;
+  }
+  if (f.bit_depth == 8 && f.profile.find("-12") != std::string::npos) f.bit_depth = 12;
+  gboolean alpha = FALSE;
+  f.alpha = gst_structure_get_boolean(s, "codec-alpha", &alpha) && alpha;
+  const auto interlace = caps_string(s, "interlace-mode");
+  f.interlaced = !interlace.empty() && interlace != "progressive";
+  return f;
+}
+
+DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy) {
   ensure_gstreamer();
+  DecoderChoice out;
+  out.format = stream_format(caps);
   GList* all = gst_element_factory_list_get_elements(GST_ELEMENT_FACTORY_TYPE_DECODER, GST_RANK_MARGINAL);
-  GList* usable = gst_element_factory_list_filter(all, caps, GST_PAD_SINK, FALSE);
-  usable = g_list_sort(usable, gst_plugin_feature_rank_compare_func);  // highest rank first
-  std::vector<DecoderInfo> out;
-  for (GList* l = usable; l; l = l->next) {
+  GList* accepting = gst_element_factory_list_filter(all, caps, GST_PAD_SINK, FALSE);
+  accepting = g_list_sort(accepting, gst_plugin_feature_rank_compare_func);  // highest rank first
+  for (GList* l = accepting; l; l = l->next) {
     auto* f = GST_ELEMENT_FACTORY(l->data);
     if (!decodes_pictures(f)) continue;
     const bool gpu = is_nvdec(f);
     if ((policy == config::Decoder::Gpu && !gpu) || (policy == config::Decoder::Cpu && gpu)) continue;
-    out.push_back({GST_OBJECT_NAME(f), gpu, int(gst_plugin_feature_get_rank(GST_PLUGIN_FEATURE(f)))});
+    DecoderInfo d{GST_OBJECT_NAME(f), gpu, int(gst_plugin_feature_get_rank(GST_PLUGIN_FEATURE(f))), ""};
+    d.unfit = unfit(d.factory, out.format);
+    (d.unfit.empty() ? out.usable : out.rejected).push_back(std::move(d));
   }
-  gst_plugin_feature_list_free(usable);
+  gst_plugin_feature_list_free(accepting);
   gst_plugin_feature_list_free(all);
   return out;
 }
 
-std::vector<CodecDecoders> probe_decoders() {
-  const std::pair<const char*, const char*> codecs[] = {
-      {"H.264", "video/x-h264,stream-format=byte-stream,alignment=au"},
-      {"H.265", "video/x-h265,stream-format=byte-stream,alignment=au"},
-      {"VP9", "video/x-vp9"},
-      {"AV1", "video/x-av1"},
-      {"JPEG", "image/jpeg,parsed=true"},
+std::vector<ProfileDecoders> probe_decoders() {
+  struct Probe {
+    const char* codec;
+    const char* profile;
+    const char* caps;
   };
-  std::vector<CodecDecoders> out;
-  for (const auto& [name, caps_text] : codecs) {
-    CapsPtr caps(gst_caps_from_string(caps_text));
-    out.push_back({name, decoders_for(caps.get(), config::Decoder::Auto)});
+  static const Probe probes[] = {
+      {"H.264", "Constrained Baseline", "video/x-h264,stream-format=byte-stream,alignment=au,profile=constrained-baseline,"
+                                        "chroma-format=4:2:0,bit-depth-luma=8,bit-depth-chroma=8"},
+      {"H.264", "Main / High (8-bit 4:2:0)", "video/x-h264,stream-format=byte-stream,alignment=au,profile=high,"
+                                             "chroma-format=4:2:0,bit-depth-luma=8,bit-depth-chroma=8"},
+      {"H.264", "High 10 (10-bit)", "video/x-h264,stream-format=byte-stream,alignment=au,profile=high-10,"
+                                    "chroma-format=4:2:0,bit-depth-luma=10,bit-depth-chroma=10"},
+      {"H.265", "Main (8-bit 4:2:0)", "video/x-h265,stream-format=byte-stream,alignment=au,profile=main,"
+                                      "chroma-format=4:2:0,bit-depth-luma=8,bit-depth-chroma=8"},
+      {"H.265", "Main 10 (10-bit 4:2:0)", "video/x-h265,stream-format=byte-stream,alignment=au,profile=main-10,"
+                                          "chroma-format=4:2:0,bit-depth-luma=10,bit-depth-chroma=10"},
+      {"H.265", "Main 4:4:4", "video/x-h265,stream-format=byte-stream,alignment=au,profile=main-444,"
+                              "chroma-format=4:4:4,bit-depth-luma=8,bit-depth-chroma=8"},
+      {"VP8", "", "video/x-vp8"},
+      {"VP9", "Profile 0 (8-bit)", "video/x-vp9,profile=(string)0,chroma-format=4:2:0,bit-depth-luma=8,bit-depth-chroma=8"},
+      {"VP9", "Profile 2 (10-bit)", "video/x-vp9,profile=(string)2,chroma-format=4:2:0,bit-depth-luma=10,bit-depth-chroma=10"},
+      {"AV1", "Main (8/10-bit)", "video/x-av1,stream-format=obu-stream,alignment=tu"},
+      {"MPEG-2", "", "video/mpeg,mpegversion=2,systemstream=false,parsed=true"},
+      {"MPEG-4", "Part 2", "video/mpeg,mpegversion=4,systemstream=false,parsed=true"},
+      {"JPEG", "", "image/jpeg,parsed=true"},
+  };
+  std::vector<ProfileDecoders> out;
+  for (const auto& p : probes) {
+    CapsPtr caps(gst_caps_from_string(p.caps));
+    out.push_back({p.codec, p.profile, decoders_for(caps.get(), config::Decoder::Auto)});
   }
   return out;
 }

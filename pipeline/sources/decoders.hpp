@@ -1,5 +1,9 @@
-// Which decoder decodes a stream: the installed GStreamer decoders that accept its caps, best rank first, kept or
-// left out by input.decoder (gpu: NVDEC only; cpu: never NVDEC; auto: all, NVDEC first where ranked first).
+// Which decoder decodes a stream — chosen by what the stream is, not by rank alone. The parsed caps say the codec,
+// profile, bit depth and chroma format; the installed decoders that accept them are ranked (input.decoder: gpu =
+// NVDEC only, cpu = never NVDEC, auto = all), and those known to decode such a stream wrongly are left out:
+// openh264dec for anything but Constrained Baseline H.264 (it is not a conforming High-profile decoder), libde265dec
+// for more than 8 bits or other than 4:2:0 (it corrupts memory on 10-bit). A stream that no decoder here can decode
+// correctly is refused with what it is.
 #pragma once
 #include <gst/gst.h>
 
@@ -10,20 +14,39 @@
 
 namespace vc::pipeline {
 
+// What a compressed video stream is, from its parsed caps.
+struct StreamFormat {
+  std::string codec;          // "H.264", "H.265", "VP9", … or the media type when not a known codec
+  std::string profile;        // as the parser names it ("high", "main-10", "0"); "" when it does not say
+  int bit_depth = 8;          // luma bits per sample
+  std::string chroma = "4:2:0";
+  bool interlaced = false;
+  bool alpha = false;         // VP8/VP9 with an alpha channel (codec-alpha)
+  // "H.265 main-10, 10-bit 4:2:0"
+  [[nodiscard]] std::string describe() const;
+};
+StreamFormat stream_format(const GstCaps* caps);
+
 struct DecoderInfo {
   std::string factory;  // "nvh264dec", "avdec_h264", "jpegdec", …
   bool gpu = false;     // NVDEC (the nvcodec plugin): it can hand frames over in GPU memory
   int rank = 0;
+  std::string unfit;    // why it would decode this stream wrongly ("" when it decodes it right)
 };
 
-// The decoders for `caps` (a parsed compressed stream), in the order they should be tried.
-std::vector<DecoderInfo> decoders_for(const GstCaps* caps, config::Decoder policy);
-
-// For `doctor`: the usable decoders of the common codecs ("H.264" -> "nvh264dec (NVDEC), avdec_h264, …").
-struct CodecDecoders {
-  std::string codec;
-  std::vector<DecoderInfo> decoders;
+struct DecoderChoice {
+  StreamFormat format;
+  std::vector<DecoderInfo> usable;    // in the order they should be tried
+  std::vector<DecoderInfo> rejected;  // accept the caps but decode such a stream wrongly (unfit says why)
 };
-std::vector<CodecDecoders> probe_decoders();
+// The decoders for `caps` (a parsed compressed stream).
+DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy);
+
+// For `doctor`: per codec and profile, the decoders that would be used and those refused.
+struct ProfileDecoders {
+  std::string codec, profile;  // "H.264", "High (8-bit 4:2:0)"
+  DecoderChoice choice;
+};
+std::vector<ProfileDecoders> probe_decoders();
 
 }  // namespace vc::pipeline

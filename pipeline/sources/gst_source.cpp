@@ -33,6 +33,8 @@ std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f) {
   switch (f) {
     case GST_VIDEO_FORMAT_NV12: return PixelFormat::NV12;
     case GST_VIDEO_FORMAT_I420: return PixelFormat::I420;
+    case GST_VIDEO_FORMAT_P010_10LE: return PixelFormat::P010;
+    case GST_VIDEO_FORMAT_I420_10LE: return PixelFormat::I420_10;
     case GST_VIDEO_FORMAT_BGR: return PixelFormat::BGR;
     case GST_VIDEO_FORMAT_RGB: return PixelFormat::RGB;
     case GST_VIDEO_FORMAT_BGRx:
@@ -44,7 +46,10 @@ std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f) {
 }
 
 // The formats the engines read directly, in order of preference when a conversion is unavoidable.
-constexpr const char* kFormats = "{ (string)I420, (string)NV12, (string)BGR, (string)BGRx, (string)BGRA, (string)RGB, "
+// 10-bit video stays 10-bit (videoconvert keeps the depth it is given: 4:2:2 and 4:4:4 come out as 4:2:0 of the
+// same depth).
+constexpr const char* kFormats = "{ (string)I420, (string)NV12, (string)I420_10LE, (string)P010_10LE, (string)BGR, "
+                                 "(string)BGRx, (string)BGRA, (string)RGB, "
                                  "(string)RGBA, (string)RGBx }";
 
 GstCaps* system_caps(const config::Input& in) {
@@ -145,6 +150,13 @@ void GstSource::build() {
     return static_cast<GstSource*>(self)->on_sample(GST_ELEMENT(sink));
   };
   gst_app_sink_set_callbacks(GST_APP_SINK(appsink_), &callbacks, this, nullptr);
+  // A phone video stored sideways says so in a tag (image-orientation): its frames are classified upright.
+  PadPtr sink_pad(gst_element_get_static_pad(appsink_, "sink"));
+  gst_pad_add_probe(sink_pad.get(), GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (GST_EVENT_TYPE(event) == GST_EVENT_TAG) static_cast<GstSource*>(self)->on_tags(event);
+    return GST_PAD_PROBE_OK;
+  }, this, nullptr);
 
   switch (in.kind) {
     case config::InputKind::Test: {
@@ -261,8 +273,25 @@ void GstSource::on_pad(GstPad* pad) {
     gst_pad_link(pad, sink_pad.get());
     return;
   }
+  if (gst_caps_is_fixed(caps.get())) {
+    link_video_or_fail(pad, caps.get());
+    return;
+  }
+  // The pad does not know its caps yet (parsebin exposes some before the first caps event): the decoder is chosen
+  // from the stream's actual caps — profile, bit depth, alpha — once they come, and linked before they go on.
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, [](GstPad* p, GstPadProbeInfo* info, gpointer self) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (GST_EVENT_TYPE(event) != GST_EVENT_CAPS) return GST_PAD_PROBE_OK;
+    GstCaps* event_caps = nullptr;
+    gst_event_parse_caps(event, &event_caps);
+    static_cast<GstSource*>(self)->link_video_or_fail(p, event_caps);
+    return GST_PAD_PROBE_REMOVE;
+  }, this, nullptr);
+}
+
+void GstSource::link_video_or_fail(GstPad* pad, GstCaps* caps) {
   try {
-    link_video(pad, caps.get());
+    link_video(pad, caps);
   } catch (const Error& e) {
     fail(e.code(), e.what());
   }
@@ -276,26 +305,37 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
   bool gpu_output = false;
   if (media != "video/x-raw") {
     const auto decoders = decoders_for(caps, in.decoder);
-    if (decoders.empty()) {
+    const auto& format = decoders.format;
+    if (decoders.usable.empty()) {
       const char* which = in.decoder == config::Decoder::Gpu ? "NVDEC (input.decoder is gpu) "
                           : in.decoder == config::Decoder::Cpu ? "CPU (input.decoder is cpu) " : "";
+      std::string refused;
+      for (const auto& d : decoders.rejected) refused += fmt::format("; {}: {}", d.factory, d.unfit);
       throw UnavailableError(fmt::format(
-          "{}: no {}decoder for {} here ({}; `video-classifier doctor` lists the decoders)", what_, which, media,
+          "{}: no {}decoder here decodes {} correctly{} ({}; `video-classifier doctor` lists the decoders)", what_,
+          which, format.describe(), refused,
           in.decoder == config::Decoder::Gpu ? "NVDEC needs the NVIDIA driver, a GPU and gstreamer1.0-plugins-bad"
                                              : "install gstreamer1.0-libav"));
     }
-    const auto& choice = decoders.front();
+    const auto& choice = decoders.usable.front();
     {
       std::lock_guard lock(mutex_);
       decoder_ = choice.factory;
     }
+    gchar* caps_text = gst_caps_to_string(caps);
+    vc::log::get("pipeline")->debug("{}: {} ({}) decoded by {}", what_, format.describe(), caps_text, choice.factory);
+    g_free(caps_text);
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
+    // Frames stay in GPU memory for the kernel when it reads them as they come: 4:2:0 (NV12 / P010), progressive.
     gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0 &&
-                 gpu_frame_sync().usable;
+                 format.chroma == "4:2:0" && !format.interlaced && gpu_frame_sync().usable;
   }
   if (gpu_output) {
-    chain.push_back(add_capsfilter(p, gst_caps_from_string("video/x-raw(memory:CUDAMemory), format=(string)NV12")));
+    chain.push_back(add_capsfilter(
+        p, gst_caps_from_string("video/x-raw(memory:CUDAMemory), format=(string){ NV12, P010_10LE }")));
   } else {
+    // Interlaced video is deinterlaced (mode auto: progressive frames pass untouched).
+    chain.push_back(add_element(p, "deinterlace"));
     chain.push_back(add_element(p, "videoconvert"));
     if (in.width > 0) chain.push_back(add_element(p, "videoscale"));
     if (in.fps > 0) chain.push_back(add_element(p, "videorate"));
@@ -349,6 +389,13 @@ GstFlowReturn GstSource::on_sample(GstElement* sink) {
                                                                            : inference::YuvMatrix::BT601;
   f.view.full_range = info.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
   f.view.memory = device ? inference::MemoryKind::Device : inference::MemoryKind::Host;
+  f.view.rotation = rotation_;
+  try {
+    inference::validate_frame(f.view);  // what the kernel will read is there, before any copy
+  } catch (const Error& e) {
+    fail(ExitCode::kData, fmt::format("{}: a decoded frame cannot be read: {}", what_, e.what()));
+    return GST_FLOW_ERROR;
+  }
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
   f.pts_ns = GST_CLOCK_TIME_IS_VALID(pts) ? int64_t(pts) : -1;
   f.index = index_++;
@@ -361,6 +408,25 @@ GstFlowReturn GstSource::on_sample(GstElement* sink) {
     f.pts_ns = -1;  // a still image has no timeline
   }
   return on_frame_(std::move(f)) ? GST_FLOW_OK : GST_FLOW_EOS;
+}
+
+void GstSource::on_tags(GstEvent* event) {
+  GstTagList* tags = nullptr;
+  gst_event_parse_tag(event, &tags);
+  gchar* orientation = nullptr;
+  if (!tags || !gst_tag_list_get_string(tags, GST_TAG_IMAGE_ORIENTATION, &orientation)) return;
+  const std::string o = orientation;
+  g_free(orientation);
+  int rotation = 0;
+  if (o == "rotate-90") rotation = 90;
+  if (o == "rotate-180") rotation = 180;
+  if (o == "rotate-270") rotation = 270;
+  if (o.rfind("flip-", 0) == 0) {
+    vc::log::get("pipeline")->warn("{}: orientation '{}' is a mirror image: classified as stored", what_, o);
+  }
+  if (rotation != rotation_.exchange(rotation) && rotation != 0) {
+    vc::log::get("pipeline")->info("{}: stored turned ({}): classified upright", what_, o);
+  }
 }
 
 void GstSource::fail(ExitCode code, std::string message) {

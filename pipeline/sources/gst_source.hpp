@@ -68,7 +68,9 @@ class GstSource {
   void build_parsed_input(GstElement* upstream_or_null);
   void on_pad(GstPad* pad);           // a parsebin pad (streaming thread)
   void link_video(GstPad* pad, GstCaps* caps);
+  void link_video_or_fail(GstPad* pad, GstCaps* caps);  // a failure goes to poll()
   GstFlowReturn on_sample(GstElement* appsink);
+  void on_tags(GstEvent* tag_event);  // streaming thread
   void fail(ExitCode code, std::string message);  // any thread: recorded, poll() reports it
 
   SourceSpec spec_;
@@ -79,6 +81,7 @@ class GstSource {
   std::atomic<bool> video_linked_{false};
   std::atomic<bool> gpu_path_{false};
   std::atomic<double> fps_{0};
+  std::atomic<int> rotation_{0};  // clockwise degrees that turn a frame upright (the image-orientation tag)
   std::atomic<int64_t> index_{0};
   int64_t expected_ = -2;  // -2: not asked yet
   int64_t duration_ns_ = -1;

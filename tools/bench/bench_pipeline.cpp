@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
     bool nvdec = false;
     for (const auto& c : vc::pipeline::probe_decoders()) {
       if (c.codec == "H.264") {
-        for (const auto& d : c.decoders) nvdec |= d.gpu;
+        for (const auto& d : c.choice.usable) nvdec |= d.gpu;
       }
     }
     fmt::print("bench_pipeline: {} ({}x{} H.264 High, {} frames), {} with random weights, batch {}, NVDEC {}\n", o.media,
