@@ -17,6 +17,7 @@ using Rgb = std::array<int, 3>;  // 0..255 each, in R, G, B order
 enum class InputKind { Webcam, File, Uri, Image, Test };
 enum class DropPolicy { Auto, Drop, Block };  // auto: live sources drop the stalest frame, files block
 enum class Decoder { Auto, Gpu, Cpu };        // which decoders may decode a compressed stream
+enum class Live { Auto, Yes, No };            // auto: by the source (cameras, rtsp/udp/srt/rtmp live; files, http finite)
 enum class OutputKind { File, Images, Display, Rtsp, None };
 enum class Codec { Auto, X264, Nvh264 };
 enum class Resize { Stretch, Crop, Letterbox };
@@ -29,6 +30,7 @@ enum class Headline { Smoothed, Top1 };
 const char* name(InputKind v);
 const char* name(DropPolicy v);
 const char* name(Decoder v);
+const char* name(Live v);
 const char* name(OutputKind v);
 const char* name(Codec v);
 const char* name(Resize v);
@@ -56,6 +58,7 @@ struct Input {
   double fps = 0;                         // requested frame rate; 0 = the source's own
   bool loop = false;                      // file/image: start again at the end
   bool realtime = false;                  // file: deliver frames at the file's frame rate, as a camera would
+  Live live = Live::Auto;                 // live sources drop stale frames and restart; finite ones end and never drop
   DropPolicy drop = DropPolicy::Auto;
   Decoder decoder = Decoder::Auto;
   int64_t max_frames = 0;                 // stop after this many frames; 0 = until the end

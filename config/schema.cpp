@@ -32,6 +32,9 @@ template <>
 const std::vector<std::pair<Decoder, const char*>> Names<Decoder>::table = {
     {Decoder::Auto, "auto"}, {Decoder::Gpu, "gpu"}, {Decoder::Cpu, "cpu"}};
 template <>
+const std::vector<std::pair<Live, const char*>> Names<Live>::table = {
+    {Live::Auto, "auto"}, {Live::Yes, "true"}, {Live::No, "false"}};
+template <>
 const std::vector<std::pair<OutputKind, const char*>> Names<OutputKind>::table = {
     {OutputKind::File, "file"}, {OutputKind::Images, "images"}, {OutputKind::Display, "display"},
     {OutputKind::Rtsp, "rtsp"}, {OutputKind::None, "none"}};
@@ -282,6 +285,10 @@ std::vector<Field> input_schema(Input& i, const std::string& prefix) {
       number(k("fps"), &i.fps, 0.0, 1000.0, "requested frame rate; 0 = the source's own"),
       boolean(k("loop"), &i.loop, "file/image: start again at the end"),
       boolean(k("realtime"), &i.realtime, "file: deliver frames at the file's own rate, like a camera (live)"),
+      choice(k("live"), &i.live,
+             "live sources drop stale frames and restart when they end; finite ones end, never drop (auto: cameras, "
+             "test patterns, rtsp/rtmp/udp/srt are live; files and http(s) are finite, unless the server gives no "
+             "duration)"),
       choice(k("drop"), &i.drop, "frame-drop policy: auto drops the stalest frame for live sources, never for files"),
       choice(k("decoder"), &i.decoder, "auto: NVDEC when available, else CPU; gpu: NVDEC or fail; cpu: never NVDEC"),
       number<int64_t>(k("max_frames"), &i.max_frames, 0, INT64_MAX, "stop after this many frames; 0 = no limit"),
@@ -394,6 +401,7 @@ std::vector<Field> schema(Config& c) {
 const char* name(InputKind v) { return detail::name_of(v); }
 const char* name(DropPolicy v) { return detail::name_of(v); }
 const char* name(Decoder v) { return detail::name_of(v); }
+const char* name(Live v) { return detail::name_of(v); }
 const char* name(OutputKind v) { return detail::name_of(v); }
 const char* name(Codec v) { return detail::name_of(v); }
 const char* name(Resize v) { return detail::name_of(v); }

@@ -113,6 +113,18 @@ FrameHub::Drained FrameHub::take_drained() {
   return out;
 }
 
+void FrameHub::set_policy(int stream, QueuePolicy policy) {
+  std::lock_guard lock(mutex_);
+  Queue& q = queues_.at(size_t(stream));
+  q.policy = policy;
+  q.policy.capacity = std::max<size_t>(policy.capacity, 1);
+  while (q.frames.size() > q.policy.capacity) {
+    q.frames.pop_front();
+    ++q.dropped;
+  }
+  space_freed_.notify_all();
+}
+
 void FrameHub::set_credits(int stream, int credits) {
   std::lock_guard lock(mutex_);
   queues_.at(size_t(stream)).credits = std::max(credits, 1);

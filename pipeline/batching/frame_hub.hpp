@@ -50,6 +50,8 @@ class FrameHub {
   };
   Drained take_drained();
 
+  // The stream's policy from now on (a source found to be live).
+  void set_policy(int stream, QueuePolicy policy);
   // From now on `stream`'s frames are taken only against credits, `credits` of them to begin with.
   void set_credits(int stream, int credits);
   // A consumer is done with one of `stream`'s frames: its credit comes back.

@@ -73,7 +73,14 @@ Failure classify(GstMessage* m, const std::string& what, bool live) {
                       (error && error->domain == GST_STREAM_ERROR && code == GST_STREAM_ERROR_CODEC_NOT_FOUND);
   const bool negotiation = error && error->domain == GST_STREAM_ERROR && code == GST_STREAM_ERROR_FORMAT;
   if (error) g_error_free(error);
-  const auto message = fmt::format("{}: {}", what, describe_error(m));
+  auto message = fmt::format("{}: {}", what, describe_error(m));
+  // An http(s) source says what the server answered.
+  const GstStructure* details = nullptr;
+  gst_message_parse_error_details(m, &details);
+  guint status = 0;
+  if (details && gst_structure_get_uint(details, "http-status-code", &status) && status > 0) {
+    message = fmt::format("{}: the server answered HTTP {} ({})", what, status, describe_error(m));
+  }
   if (missing && !live) return {ExitCode::kNoInput, message};
   if (plugin) return {ExitCode::kUnavailable, message + " (a GStreamer plugin is missing: see `video-classifier doctor`)"};
   if (live && (gone || negotiation || missing)) return {ExitCode::kUnavailable, message};
@@ -102,10 +109,18 @@ std::string describe(const SourceSpec& s) {
 }  // namespace
 
 bool is_live_input(const config::Input& in) {
+  if (in.live != config::Live::Auto) return in.live == config::Live::Yes;
   switch (in.kind) {
     case config::InputKind::Test:
     case config::InputKind::Webcam: return true;
-    case config::InputKind::Uri: return in.uri.rfind("file://", 0) != 0;
+    case config::InputKind::Uri: {
+      // Streams without an end: RTSP, RTMP, RTP/UDP, SRT. A file:// or http(s):// URL is a clip (it ends).
+      const auto scheme = in.uri.substr(0, in.uri.find("://"));
+      for (const char* live : {"rtsp", "rtsps", "rtspt", "rtmp", "rtmps", "udp", "rtp", "srt"}) {
+        if (scheme == live) return true;
+      }
+      return false;
+    }
     case config::InputKind::File: return in.realtime;
     case config::InputKind::Image: return false;
   }
@@ -475,6 +490,11 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
 std::string GstSource::decoder() const {
   std::lock_guard lock(mutex_);
   return decoder_;
+}
+
+bool GstSource::duration_known() {
+  gint64 duration = 0;
+  return gst_element_query_duration(pipeline_.get(), GST_FORMAT_TIME, &duration) && duration > 0;
 }
 
 int64_t GstSource::expected_frames() {

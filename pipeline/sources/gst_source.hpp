@@ -60,6 +60,8 @@ class GstSource {
   [[nodiscard]] int64_t expected_frames();
   // The container's duration in ns, -1 if unknown (known once expected_frames() has been asked).
   [[nodiscard]] int64_t duration_ns() const { return duration_ns_; }
+  // Whether the source knows its duration (a clip does; a live stream does not).
+  [[nodiscard]] bool duration_known();
   // Warnings the pipeline posted (decoding errors in a damaged file come as warnings).
   [[nodiscard]] int64_t warnings() const { return warnings_; }
 

@@ -151,6 +151,7 @@ GstSource::State Stream::run_source(Failure& why) {
     stats_.set_decoder(source_->decoder());
     stats_.gpu_frames = source_->delivers_gpu_frames();
     if (stats_.expected < 0 && pass_frames_ > 0 && !input_.loop) stats_.expected = source_->expected_frames();
+    if (!live_decided_ && pass_frames_ > 0) decide_liveness();
     if (state == GstSource::State::Failed) {
       why = source_->failure();
       return state;
@@ -165,6 +166,19 @@ GstSource::State Stream::run_source(Failure& why) {
       return GstSource::State::Failed;
     }
   }
+}
+
+// An http(s) clip is finite unless its server gives it no end: no duration once frames flow (a live HLS playlist,
+// a camera's MJPEG over http) makes it a live stream from then on — it drops stale frames and restarts when it ends.
+void Stream::decide_liveness() {
+  live_decided_ = true;
+  const bool http = input_.kind == config::InputKind::Uri && (input_.uri.rfind("http://", 0) == 0 ||
+                                                               input_.uri.rfind("https://", 0) == 0);
+  if (!http || input_.live != config::Live::Auto || stats_.live || source_->duration_known()) return;
+  stats_.live = true;
+  env_.hub->set_policy(id_, {2, true});
+  vc::log::get("pipeline")->info("stream {}: {} has no duration: treated as live (input.live: false treats it as a clip)",
+                                 input_.name, stats_.source);
 }
 
 void Stream::supervise() {
@@ -214,8 +228,9 @@ void Stream::supervise_source() {
     const auto state = source_ ? run_source(why) : GstSource::State::Failed;
     if (stopping()) return finish_with(std::nullopt);
     // A file (also one paced in real time) ends or fails for good; only cameras and network streams come back.
-    const bool file = input_.kind == config::InputKind::File ||
-                      (input_.kind == config::InputKind::Uri && input_.uri.rfind("file://", 0) == 0);
+    // A finite source (a file, also one paced in real time, a clip over http) ends or fails for good; only cameras
+    // and network streams come back.
+    const bool file = !stats_.live || input_.kind == config::InputKind::File;
     if (file) {
       if (state == GstSource::State::Failed) return finish_with(why);
       // A file at its end: check it gave what it holds, then loop or finish.

@@ -74,6 +74,7 @@ class Stream {
   // Runs the open source until it ends, fails or stalls; returns how.
   GstSource::State run_source(Failure& why);
   bool on_frame(Frame&& f);  // a source's streaming thread
+  void decide_liveness();
   std::unique_ptr<GstSource> open(const std::string& image_file = {});
   bool wait_interruptibly(double seconds);  // false when stopped meanwhile
   void emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt = 0);
@@ -96,6 +97,7 @@ class Stream {
   std::atomic<int64_t> progress_ns_{0};
   std::atomic<bool> waiting_for_room_{false};
   bool down_ = false;       // a live source failed and frames have not flowed since (stream thread only)
+  bool live_decided_ = false;  // decide_liveness() has looked (stream thread only)
   int attempts_ = 0;        // restarts since frames last flowed
   double delay_ = 0;        // the next wait before a restart
   std::optional<Failure> failure_;

@@ -203,6 +203,34 @@ struct RtspServer {
   std::string pid() const { return "$(cat '" + path("server-" + port + ".pid") + "')"; }
 };
 
+TEST_CASE("an http(s) clip is a file: it ends, every frame classified, none dropped; a missing one names the status") {
+  const auto clip = make_video("web-clip.mp4", 60);
+  const auto port = free_port();
+  const auto serve = "(cd '" + work_dir().string() + "' && exec python3 -m http.server " + port +
+                     " --bind 127.0.0.1 >/dev/null 2>&1) & server=$!; for i in $(seq 50); do curl -s -o /dev/null "
+                     "http://127.0.0.1:" + port + "/ && break; sleep 0.1; done; ";
+  const auto jsonl = path("web-clip.jsonl");
+  auto r = run_command(serve + app("--input http://127.0.0.1:" + port + "/web-clip.mp4 --output none --set output.results='" +
+                                   jsonl + "' --log-level info") + "; rc=$?; kill $server; exit $rc");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK(frame_lines(jsonl) == 60);  // every frame, none dropped, and it ended
+  CHECK(std::regex_search(r.output, std::regex(R"(stream0\s+60\s+0\s)")));
+  CHECK(r.output.find("restart") == std::string::npos);
+  r = run_command(serve + app("--input http://127.0.0.1:" + port + "/no-such-clip.mp4 --output none") +
+                  "; rc=$?; kill $server; exit $rc");
+  CHECK(r.code == 66);
+  CHECK(r.output.find("HTTP 404") != std::string::npos);
+  // input.live: true makes it a live stream: at its end it is restarted, as a camera would be.
+  const auto live_jsonl = path("web-clip-live.jsonl");
+  r = run_command(serve + app("--input http://127.0.0.1:" + port + "/web-clip.mp4 --output none --set input.live=true "
+                              "--set input.max_frames=100 --set input.reconnect.delay_s=0.1 --set output.results='" +
+                              live_jsonl + "'") + "; rc=$?; kill $server; exit $rc");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  int downs = 0;
+  for (const auto& j : read_jsonl(live_jsonl)) downs += j.value("event", "") == "stream_down";
+  CHECK(downs >= 1);
+}
+
 TEST_CASE("RTSP: a server that stops comes back — stream_down, reconnect with backoff, stream_up") {
   RtspServer server;
   const auto jsonl = path("reconnect.jsonl");
