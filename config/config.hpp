@@ -17,7 +17,8 @@ using Rgb = std::array<int, 3>;  // 0..255 each, in R, G, B order
 enum class InputKind { Webcam, File, Uri, Image, Test };
 enum class DropPolicy { Auto, Drop, Block };  // auto: live sources drop the stalest frame, files block
 enum class Decoder { Auto, Gpu, Cpu };        // which decoders may decode a compressed stream
-enum class Live { Auto, Yes, No };            // auto: by the source (cameras, rtsp/udp/srt/rtmp live; files, http finite)
+enum class Live { Auto, Yes, No };
+enum class OnDamage { Fail, Warn };           // a damaged file: exit 65, or classify what decodes and say so            // auto: by the source (cameras, rtsp/udp/srt/rtmp live; files, http finite)
 enum class OutputKind { File, Images, Display, Rtsp, None };
 enum class Codec { Auto, X264, Nvh264 };
 enum class Resize { Stretch, Crop, Letterbox };
@@ -31,6 +32,7 @@ const char* name(InputKind v);
 const char* name(DropPolicy v);
 const char* name(Decoder v);
 const char* name(Live v);
+const char* name(OnDamage v);
 const char* name(OutputKind v);
 const char* name(Codec v);
 const char* name(Resize v);
@@ -59,6 +61,7 @@ struct Input {
   bool loop = false;                      // file/image: start again at the end
   bool realtime = false;                  // file: deliver frames at the file's frame rate, as a camera would
   Live live = Live::Auto;                 // live sources drop stale frames and restart; finite ones end and never drop
+  OnDamage on_damage = OnDamage::Fail;    // a file with frames lost or decoded from damaged data
   DropPolicy drop = DropPolicy::Auto;
   Decoder decoder = Decoder::Auto;
   int64_t max_frames = 0;                 // stop after this many frames; 0 = until the end

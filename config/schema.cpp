@@ -35,6 +35,9 @@ template <>
 const std::vector<std::pair<Live, const char*>> Names<Live>::table = {
     {Live::Auto, "auto"}, {Live::Yes, "true"}, {Live::No, "false"}};
 template <>
+const std::vector<std::pair<OnDamage, const char*>> Names<OnDamage>::table = {
+    {OnDamage::Fail, "fail"}, {OnDamage::Warn, "warn"}};
+template <>
 const std::vector<std::pair<OutputKind, const char*>> Names<OutputKind>::table = {
     {OutputKind::File, "file"}, {OutputKind::Images, "images"}, {OutputKind::Display, "display"},
     {OutputKind::Rtsp, "rtsp"}, {OutputKind::None, "none"}};
@@ -285,6 +288,9 @@ std::vector<Field> input_schema(Input& i, const std::string& prefix) {
       number(k("fps"), &i.fps, 0.0, 1000.0, "requested frame rate; 0 = the source's own"),
       boolean(k("loop"), &i.loop, "file/image: start again at the end"),
       boolean(k("realtime"), &i.realtime, "file: deliver frames at the file's own rate, like a camera (live)"),
+      choice(k("on_damage"), &i.on_damage,
+             "a file some of whose frames could not be decoded or were decoded from damaged data: fail (exit 65 after "
+             "classifying what decodes) or warn (exit 0; the summary and the results' \"damaged\" flags say so)"),
       choice(k("live"), &i.live,
              "live sources drop stale frames and restart when they end; finite ones end, never drop (auto: cameras, "
              "test patterns, rtsp/rtmp/udp/srt are live; files and http(s) are finite, unless the server gives no "
@@ -402,6 +408,7 @@ const char* name(InputKind v) { return detail::name_of(v); }
 const char* name(DropPolicy v) { return detail::name_of(v); }
 const char* name(Decoder v) { return detail::name_of(v); }
 const char* name(Live v) { return detail::name_of(v); }
+const char* name(OnDamage v) { return detail::name_of(v); }
 const char* name(OutputKind v) { return detail::name_of(v); }
 const char* name(Codec v) { return detail::name_of(v); }
 const char* name(Resize v) { return detail::name_of(v); }

@@ -155,6 +155,8 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
   r.reconnects = st.reconnects;
   r.non_finite = st.non_finite;
   r.failed_images = st.failed_items;
+  r.damaged_frames = st.damaged_frames;
+  r.lost_frames = st.lost_frames;
   r.fps = st.average_fps();
   if (const int64_t first = st.first_frame_ns) r.first_frame_s = seconds_between(start, from_steady_ns(first));
   if (const int64_t last = st.last_result_ns) r.last_result_s = seconds_between(start, from_steady_ns(last));
@@ -417,6 +419,8 @@ std::string format_summary(const RunSummary& s) {
     if (r.reconnects) status += fmt::format(", {} restart(s)", r.reconnects);
     if (r.non_finite) status += fmt::format(", {} NaN frame(s)", r.non_finite);
     if (r.output_dropped) status += fmt::format(", {} not drawn", r.output_dropped);
+    if (r.lost_frames) status += fmt::format(", {} lost (undecodable)", r.lost_frames);
+    if (r.damaged_frames) status += fmt::format(", {} damaged", r.damaged_frames);
     if (!r.decoder.empty()) status += fmt::format(", {}{}", r.decoder, r.gpu_frames ? " (GPU frames)" : "");
     out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>6.1f} ms {:>6.1f} ms {:>6.1f} ms  {}\n", r.name, r.frames,
                        r.dropped + r.output_dropped, r.fps, r.latency_mean_ms, r.latency_p50_ms, r.latency_p99_ms, status);

@@ -20,6 +20,7 @@ struct StreamSummary {
   std::string name, source, decoder, status;  // status: "ok", "interrupted", "failed"
   std::string error;                          // why it failed
   int64_t frames = 0, dropped = 0, output_dropped = 0, reconnects = 0, non_finite = 0, failed_images = 0;
+  int64_t damaged_frames = 0, lost_frames = 0;  // decoded from damaged data; could not be decoded at all
   bool live = false, gpu_frames = false;
   double fps = 0;
   double latency_mean_ms = 0, latency_p50_ms = 0, latency_p99_ms = 0;

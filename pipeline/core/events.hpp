@@ -27,6 +27,7 @@ struct FrameResult {
   inference::Prediction smoothed;  // index -1 when there is none (images are not smoothed)
   bool uncertain = false;
   bool finite = true;       // false: the logits held NaN/Inf (the scores are meaningless)
+  bool damaged = false;     // decoded from damaged data (a corrupt frame, or the first after a decode error)
   double latency_ms = 0;    // capture -> result
   StageTimes stages;
 };

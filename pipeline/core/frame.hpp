@@ -23,6 +23,7 @@ struct Frame {
   Clock::time_point batched;           // when the batcher took it
   std::string source;                  // image inputs: the image's file; else empty (the stream's own source)
   bool independent = false;            // images: unrelated to the previous frame (no smoothing across them)
+  bool damaged = false;                // the decoder flagged it corrupt, or it is the first after a decode error
 };
 
 }  // namespace vc::pipeline

@@ -64,6 +64,8 @@ struct StreamStats {
   std::atomic<int64_t> reconnects{0};     // source restarts after a failure or stall
   std::atomic<int64_t> non_finite{0};     // frames whose logits held NaN/Inf
   std::atomic<int64_t> failed_items{0};   // images that could not be decoded
+  std::atomic<int64_t> damaged_frames{0}; // frames decoded from damaged data (flagged "damaged" in the results)
+  std::atomic<int64_t> lost_frames{0};    // frames of the file the decoder could not decode at all
   std::atomic<int64_t> expected{-1};      // frames the file says it holds; -1 unknown
   std::atomic<int64_t> last_frame_ns{0};  // steady-clock time of the last delivered frame (0 = none yet)
   std::atomic<int64_t> first_frame_ns{0};

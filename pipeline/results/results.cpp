@@ -59,6 +59,7 @@ std::string to_json(const FrameResult& r, bool timing) {
                         {"uncertain", r.uncertain}};
   }
   if (!r.finite) line["non_finite"] = true;
+  if (r.damaged) line["damaged"] = true;
   if (timing) {
     line["timing"] = {{"queue_ms", rounded(r.stages.queue_ms, 1e3)},
                       {"inference_ms", rounded(r.stages.inference_ms, 1e3)},

@@ -4,6 +4,7 @@
 #include <gst/video/video.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -341,6 +342,7 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     vc::log::get("pipeline")->debug("{}: {} ({}) decoded by {}", what_, format.describe(), caps_text, choice.factory);
     g_free(caps_text);
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
+    count_decoder(chain.back(), format);
     // Frames stay in GPU memory for the kernel when it reads them as they come: 4:2:0 (NV12 / P010), progressive.
     gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0 &&
                  format.chroma == "4:2:0" && !format.interlaced && gpu_frame_sync().usable;
@@ -349,8 +351,9 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     chain.push_back(add_capsfilter(
         p, gst_caps_from_string("video/x-raw(memory:CUDAMemory), format=(string){ NV12, P010_10LE }")));
   } else {
-    // Interlaced video is deinterlaced (mode auto: progressive frames pass untouched).
+    // Interlaced video is deinterlaced, one frame per frame (mode auto: progressive frames pass untouched).
     chain.push_back(add_element(p, "deinterlace"));
+    gst_util_set_object_arg(G_OBJECT(chain.back()), "fields", "top");
     chain.push_back(add_element(p, "videoconvert"));
     if (in.width > 0) chain.push_back(add_element(p, "videoscale"));
     if (in.fps > 0) chain.push_back(add_element(p, "videorate"));
@@ -369,6 +372,48 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
   if (result != GST_PAD_LINK_OK) {
     throw DataError(fmt::format("{}: cannot decode {} ({})", what_, media, gst_pad_link_get_name(result)));
   }
+}
+
+void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
+  static const char* const one_to_one[] = {"H.264", "H.265", "MPEG-2", "MPEG-4", "JPEG"};
+  one_to_one_ = !format.interlaced && std::find(std::begin(one_to_one), std::end(one_to_one), format.codec) != std::end(one_to_one);
+  PadPtr in(gst_element_get_static_pad(decoder, "sink"));
+  gst_pad_add_probe(in.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
+    if (!GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info), GST_BUFFER_FLAG_HEADER)) {
+      ++static_cast<GstSource*>(self)->decoder_in_;
+    }
+    return GST_PAD_PROBE_OK;
+  }, this, nullptr);
+  // A picture the decoder flags corrupt, or the first after a decode error (GstVideoDecoder marks it DISCONT), is
+  // damaged: so is the frame it becomes.
+  PadPtr out(gst_element_get_static_pad(decoder, "src"));
+  gst_pad_add_probe(out.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
+    auto* source = static_cast<GstSource*>(self);
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    const bool first = source->decoder_out_++ == 0;
+    if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_CORRUPTED) || (!first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT))) {
+      ++source->decoder_damaged_;
+      std::lock_guard lock(source->mutex_);
+      source->damaged_pts_.push_back(GST_BUFFER_PTS(buffer));
+    }
+    return GST_PAD_PROBE_OK;
+  }, this, nullptr);
+}
+
+GstSource::DecoderCounts GstSource::decoder_counts() const {
+  return {decoder_in_.load(), decoder_out_.load(), decoder_damaged_.load(), one_to_one_.load()};
+}
+
+// Whether the picture with this timestamp came out of the decoder damaged (pictures arrive in order).
+bool GstSource::take_damaged(GstClockTime pts) {
+  std::lock_guard lock(mutex_);
+  while (!damaged_pts_.empty() && GST_CLOCK_TIME_IS_VALID(pts) && GST_CLOCK_TIME_IS_VALID(damaged_pts_.front()) &&
+         damaged_pts_.front() < pts) {
+    damaged_pts_.pop_front();  // went elsewhere (a frame the pipeline dropped)
+  }
+  if (damaged_pts_.empty() || damaged_pts_.front() != pts) return false;
+  damaged_pts_.pop_front();
+  return true;
 }
 
 GstFlowReturn GstSource::on_sample(GstElement* sink) {
@@ -413,6 +458,7 @@ GstFlowReturn GstSource::on_sample(GstElement* sink) {
   }
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
   f.pts_ns = GST_CLOCK_TIME_IS_VALID(pts) ? int64_t(pts) : -1;
+  f.damaged = decoder_damaged_ > 0 && take_damaged(pts);
   f.index = index_++;
   f.fps = fps_;
   f.captured = Clock::now();

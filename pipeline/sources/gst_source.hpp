@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "config/errors.hpp"
 #include "pipeline/core/failure.hpp"
 #include "pipeline/core/frame.hpp"
+#include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
@@ -65,6 +67,15 @@ class GstSource {
   // Warnings the pipeline posted (decoding errors in a damaged file come as warnings).
   [[nodiscard]] int64_t warnings() const { return warnings_; }
 
+  // What the decoder made of the stream so far: the pictures it was given and gave back, whether those two must match
+  // (one picture per access unit: H.264, H.265, MPEG-2, MPEG-4 Part 2, JPEG, progressive), and the pictures it
+  // flagged corrupt or gave back right after a decode error.
+  struct DecoderCounts {
+    int64_t in = 0, out = 0, damaged = 0;
+    bool one_to_one = false;
+  };
+  [[nodiscard]] DecoderCounts decoder_counts() const;
+
  private:
   void build();
   void build_parsed_input(GstElement* upstream_or_null);
@@ -73,6 +84,8 @@ class GstSource {
   void link_video_or_fail(GstPad* pad, GstCaps* caps);  // a failure goes to poll()
   GstFlowReturn on_sample(GstElement* appsink);
   void on_tags(GstEvent* tag_event);  // streaming thread
+  void count_decoder(GstElement* decoder, const StreamFormat& format);
+  bool take_damaged(GstClockTime pts);
   void fail(ExitCode code, std::string message);  // any thread: recorded, poll() reports it
 
   SourceSpec spec_;
@@ -88,7 +101,11 @@ class GstSource {
   int64_t expected_ = -2;  // -2: not asked yet
   int64_t duration_ns_ = -1;
   int64_t warnings_ = 0;
-  mutable std::mutex mutex_;  // guards decoder_ and pending_failure_
+  std::atomic<int64_t> decoder_in_{0}, decoder_out_{0}, decoder_damaged_{0};
+  std::atomic<bool> one_to_one_{false};
+  std::atomic<bool> next_damaged_{false};  // the decoder's last output picture was damaged: the frame carries it
+  mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_
+  std::deque<GstClockTime> damaged_pts_;  // damaged pictures on their way from the decoder to the appsink
   std::string decoder_;
   std::optional<Failure> pending_failure_;
   Failure failure_;

@@ -90,10 +90,27 @@ std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
   return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });
 }
 
+// What the decoder could not decode, or decoded from damaged data, in the pass that just ended (nullopt: nothing).
+std::optional<std::string> Stream::damage_found() {
+  if (!source_) return std::nullopt;
+  const auto counts = source_->decoder_counts();
+  const int64_t lost = counts.one_to_one ? std::max<int64_t>(0, counts.in - counts.out) : 0;
+  stats_.lost_frames += lost;
+  if (lost == 0 && counts.damaged == 0) return std::nullopt;
+  std::string what;
+  if (lost > 0) what = fmt::format("{} of the {} frames the decoder was given could not be decoded", lost, counts.in);
+  if (counts.damaged > 0) {
+    what += fmt::format("{}{} frame(s) were decoded from damaged data (\"damaged\": true in the results)",
+                        what.empty() ? "" : ", ", counts.damaged);
+  }
+  return fmt::format("{}: the file is damaged: {}", stats_.source, what);
+}
+
 bool Stream::on_frame(Frame&& f) {
   if (stopping()) return false;
   f.stream = id_;
   f.index = next_index_++;
+  const bool damaged = f.damaged;
   const int64_t pts = f.pts_ns;
   const int64_t now = steady_ns(f.captured);
   int64_t none = 0;
@@ -107,6 +124,7 @@ bool Stream::on_frame(Frame&& f) {
   ++pass_frames_;
   if (pts > last_pts_) last_pts_ = pts;
   const int64_t delivered = ++stats_.delivered;
+  if (damaged) ++stats_.damaged_frames;
   stats_.queue_dropped = env_.hub->dropped(id_);
   if (input_.max_frames > 0 && delivered >= input_.max_frames) {
     max_reached_ = true;  // the supervisor ends the stream; the source gets end-of-stream from here
@@ -227,7 +245,6 @@ void Stream::supervise_source() {
     // Without a source the last attempt to open one failed, and `why` says why.
     const auto state = source_ ? run_source(why) : GstSource::State::Failed;
     if (stopping()) return finish_with(std::nullopt);
-    // A file (also one paced in real time) ends or fails for good; only cameras and network streams come back.
     // A finite source (a file, also one paced in real time, a clip over http) ends or fails for good; only cameras
     // and network streams come back.
     const bool file = !stats_.live || input_.kind == config::InputKind::File;
@@ -247,6 +264,11 @@ void Stream::supervise_source() {
         return finish_with(Failure{ExitCode::kData,
                                          fmt::format("{}: decoded only {} of the {} frames the file holds (damaged?)",
                                                      stats_.source, pass_frames_.load(), expected)});
+      }
+      if (auto damage = damage_found(); damage && input_.on_damage == config::OnDamage::Fail) {
+        return finish_with(Failure{ExitCode::kData, *damage + " (input.on_damage: warn accepts it)"});
+      } else if (damage) {
+        vc::log::get("pipeline")->warn("stream {}: {} (accepted: input.on_damage is warn)", input_.name, *damage);
       }
       if (!input_.loop) return finish_with(std::nullopt);
       source_.reset();

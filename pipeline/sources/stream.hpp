@@ -75,6 +75,7 @@ class Stream {
   GstSource::State run_source(Failure& why);
   bool on_frame(Frame&& f);  // a source's streaming thread
   void decide_liveness();
+  std::optional<std::string> damage_found();
   std::unique_ptr<GstSource> open(const std::string& image_file = {});
   bool wait_interruptibly(double seconds);  // false when stopped meanwhile
   void emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt = 0);

@@ -125,6 +125,57 @@ TEST_CASE("a file yielding far fewer frames than it holds fails (65), naming the
   CHECK(r.output.find("of the 100 frames") != std::string::npos);
 }
 
+namespace {
+
+// `clip` with blocks of random bytes written over its frames (not its index: mp4mux puts it last), at places a
+// seeded generator picks (the same every run).
+std::string damage(const std::string& clip, const std::string& name, bool every_other_block) {
+  auto data = slurp(clip);
+  std::mt19937 rng(7);
+  const size_t block = 4096, index = data.rfind("moov"), n = index == std::string::npos ? data.size() : index - 8;
+  auto scribble = [&](size_t at) {
+    for (size_t i = at; i < std::min(at + block, n); ++i) data[i] = char(rng() & 0xff);
+  };
+  if (every_other_block) {
+    for (size_t at = n * 15 / 100 / block * block, k = 0; at < n * 90 / 100; at += block, ++k) {
+      if (k % 2 == 0) scribble(at);
+    }
+  } else {
+    for (int i = 0; i < 5; ++i) scribble(n / 10 + rng() % (n - n / 10 - block));
+  }
+  const auto out = path(name);
+  std::ofstream(out, std::ios::binary) << data;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a damaged file is never 'ok': frames lost and frames decoded from damage counted, flagged, exit 65") {
+  const auto clean = make_video("to-damage.mp4", 300);
+  for (const bool alternate : {false, true}) {
+    CAPTURE(alternate);
+    const auto file = damage(clean, alternate ? "damaged-alternate.mp4" : "damaged-5-blocks.mp4", alternate);
+    const auto jsonl = path(alternate ? "damaged-alternate.jsonl" : "damaged-5-blocks.jsonl");
+    auto r = run_command(app("--input '" + file + "' --output none --set output.results='" + jsonl + "'"));
+    CHECK(r.code == 65);
+    CHECK(r.output.find("the file is damaged") != std::string::npos);
+    CHECK(std::regex_search(r.output, std::regex(R"(\d+ of the \d+ frames the decoder was given could not be decoded)")));
+    int flagged = 0;
+    for (const auto& j : read_jsonl(jsonl)) flagged += j.contains("top") && j.value("damaged", false);
+    CHECK(flagged > 0);  // the frames decoded from damaged data say so
+    CHECK(frame_lines(jsonl) < 300);  // every frame that could be decoded was classified
+    // Accepted damage: exit 0, and still said.
+    r = run_command(app("--input '" + file + "' --output none --set input.on_damage=warn --log-level info"));
+    CHECK(r.code == 0);
+    CHECK(r.output.find("the file is damaged") != std::string::npos);
+    CHECK(std::regex_search(r.output, std::regex(R"(\d+ lost \(undecodable\), \d+ damaged)")));
+  }
+  // The clean file: nothing said.
+  const auto r = run_command(app("--input '" + clean + "' --output none"));
+  CHECK(r.code == 0);
+  CHECK(r.output.find("damaged") == std::string::npos);
+}
+
 TEST_CASE("corrupt weights (NaN) are refused before anything runs") {
   const auto path_nan = path("nan.safetensors");
   {
