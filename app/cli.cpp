@@ -111,12 +111,12 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
       streams.push_back(in);
     }
     cl.config.inputs = std::move(streams);
-    cl.config.explicit_keys.insert("input.kind");
+    cl.config.explicit_keys["input.kind"] = "--input";
   }
   if (!output.empty()) config::set_output(cl.config, output);
   if (!model.empty()) {
     cl.config.model.weights = model;
-    cl.config.explicit_keys.insert("model.weights");
+    cl.config.explicit_keys["model.weights"] = "--model";
   }
   for (const auto& a : assignments) config::apply_override(cl.config, a);
   if (!log_level.empty()) config::apply_override(cl.config, "logging.level=" + log_level);

@@ -13,6 +13,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "inference/classifier.hpp"
 #include "pipeline/runner.hpp"
 #include "service/server.hpp"
 
@@ -51,7 +52,13 @@ int classify(const config::Config& config) {
   auto log = vc::log::get("app");
   log->info("summary ({}):\n{}", s.engine, pipeline::format_summary(s));
   for (const auto& p : s.problems) log->error("{}", p);
-  if (s.code != ExitCode::kOk) log->error("exit {}: {}", int(s.code), "the run did not complete: see the messages above");
+  if (s.code != ExitCode::kOk) {
+    // Each stream's failure was said when it happened and is in the summary: here only which.
+    std::string streams;
+    for (const auto& name : s.failed_streams) streams += (streams.empty() ? "" : ", ") + name;
+    log->error("exit {}: the run did not complete{}", int(s.code),
+               streams.empty() ? ": see the messages above" : fmt::format(" (failed: {})", streams));
+  }
   if (!s.abandoned.empty()) {
     // A source thread is still inside GStreamer (and the CUDA driver): running the static destructors under it made
     // such processes exit 255 with nothing said. The outputs are finalized already; end here, with the run's code.
@@ -64,7 +71,18 @@ int classify(const config::Config& config) {
 
 int print_config(const CommandLine& cl, std::ostream& out) {
   if (!cl.list_keys) {
-    out << config::to_yaml(cl.config);
+    // The settings in force — the model file's card merged in, as a run would — each with where it came from.
+    config::Config effective = cl.config;
+    std::map<std::string, std::string> origins = cl.config.explicit_keys;
+    try {
+      const auto model = inference::model_settings(cl.config);
+      effective.model = model.model;
+      effective.model.weights = cl.config.model.weights;  // "" stays "the bundled model"
+      for (const auto& [key, from] : model.from_card) origins[key] = from;
+    } catch (const Error& e) {
+      vc::log::get("app")->warn("the model file's own settings are not shown: {}", e.what());
+    }
+    out << config::to_yaml(effective, &origins);
     return 0;
   }
   for (const auto& k : config::describe_keys()) {

@@ -114,7 +114,7 @@ struct Inference {
 
 struct Overlay {
   bool enabled = true;
-  Headline headline = Headline::Smoothed;
+  Headline headline = Headline::Top1;
   double font_scale = 0.6;
   Corner position = Corner::TopLeft;
   Rgb text_color{255, 255, 255};
@@ -134,6 +134,7 @@ struct Logging {
   std::string level = "info";
   std::string file;                       // also log to this file; "" = stderr only
   double perf_interval_s = 5;             // live runs: a one-line performance report this often; 0 = off
+  double progress_interval_s = 10;        // files, when stderr is not a terminal: a progress line this often; 0 = off
 };
 
 struct Mqtt {
@@ -169,7 +170,9 @@ struct Config {
   Logging logging;
   Mqtt mqtt;
   Metrics metrics;
-  std::set<std::string> explicit_keys;    // the key paths a file, flag or --set gave (e.g. "model.input_size")
+  // The key paths a file, flag or --set gave (e.g. "model.input_size"), each with where it came from ("config.yaml",
+  // "--set", "--input"); a key set on one stream ("inputs.2.fps") is recorded as "input.fps" too.
+  std::map<std::string, std::string> explicit_keys;
 
   [[nodiscard]] bool is_set(const std::string& key_path) const { return explicit_keys.count(key_path) > 0; }
 };
@@ -206,8 +209,9 @@ struct KeyDoc {
 };
 std::vector<KeyDoc> describe_keys();
 
-// The whole configuration as YAML (what `video-classifier config` prints).
-std::string to_yaml(const Config& config);
+// The whole configuration as YAML (what `video-classifier config` prints). With `origins` (key path -> where its value
+// came from), each key is followed by a comment saying so ("# default" for the others).
+std::string to_yaml(const Config& config, const std::map<std::string, std::string>* origins = nullptr);
 
 // "~/x" -> "$HOME/x"; other paths unchanged.
 std::string expand_home(const std::string& path);

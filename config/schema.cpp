@@ -297,7 +297,7 @@ std::vector<Field> input_schema(Input& i, const std::string& prefix) {
              "duration)"),
       choice(k("drop"), &i.drop, "frame-drop policy: auto drops the stalest frame for live sources, never for files"),
       choice(k("decoder"), &i.decoder, "auto: NVDEC when available, else CPU; gpu: NVDEC or fail; cpu: never NVDEC"),
-      number<int64_t>(k("max_frames"), &i.max_frames, 0, INT64_MAX, "stop after this many frames; 0 = no limit"),
+      number<int64_t>(k("max_frames"), &i.max_frames, 0, INT64_MAX, "stop after this many frames classified (a live source's dropped frames do not count); 0 = no limit"),
       number(k("stall_timeout_s"), &i.stall_timeout_s, 0.0, 86400.0,
              "no frame for this long: a live source restarts, a file fails; 0 = never"),
       number(k("reconnect.attempts"), &i.reconnect.attempts, 0, 1000000,
@@ -357,7 +357,9 @@ std::vector<Field> schema(Config& c) {
       number("inference.cpu_threads", &n.cpu_threads, 0, 1024, "CPU engine threads; 0 = all cores"),
 
       boolean("overlay.enabled", &v.enabled, "draw labels onto the output video"),
-      choice("overlay.headline", &v.headline, "the big label: the smoothed label or this frame's top-1"),
+      choice("overlay.headline", &v.headline,
+             "the big label: this frame's top-1 (with the smoothed label, marked stable, while they differ) or the "
+             "smoothed label"),
       number("overlay.font_scale", &v.font_scale, 0.1, 10.0, "text size (scaled with the frame)"),
       choice("overlay.position", &v.position, "panel corner"),
       triple("overlay.text_color", &v.text_color, 0, 255, "text colour [R, G, B]"),
@@ -375,6 +377,9 @@ std::vector<Field> schema(Config& c) {
       path("logging.file", &c.logging.file, "also write the log here; empty = stderr only"),
       number("logging.perf_interval_s", &c.logging.perf_interval_s, 0.0, 3600.0,
              "a one-line performance report this often (live runs); 0 = off"),
+      number("logging.progress_interval_s", &c.logging.progress_interval_s, 0.0, 3600.0,
+             "files: a progress line (done, %, fps, ETA) this often when stderr is not a terminal (logs, pipes, "
+             "systemd); 0 = off (a terminal shows it in place)"),
 
       boolean("mqtt.enabled", &q.enabled, "publish results and events to an MQTT broker"),
       text("mqtt.host", &q.host, "broker host"),

@@ -187,7 +187,8 @@ void set_output(Config& c, const std::string& spec) {
     throw UsageError(fmt::format("--output: '{}' is not an output: give a video file (.mp4, .mkv, .mov), a directory "
                                  "ending in / for labelled images, display, rtsp://HOST:PORT/PATH or none", spec));
   }
-  c.explicit_keys.insert("output.kind");
+  c.explicit_keys["output.kind"] = "--output";
+  if (o.kind == OutputKind::File || o.kind == OutputKind::Images) c.explicit_keys["output.path"] = "--output";
 }
 
 }  // namespace vc::config

@@ -91,6 +91,7 @@ ModelSettings merge_settings(const config::Config& cfg, const ModelCard& card, c
     } else if (from_card) {
       field = *from_card;
       origin = "the model file";
+      s.from_card[path] = "model file";
     }
     s.provenance.push_back(fmt::format("{} = {} ({})", path, show(field), origin));
   };
@@ -111,11 +112,12 @@ ModelSettings merge_settings(const config::Config& cfg, const ModelCard& card, c
     s.provenance.push_back(fmt::format("model.labels = {} ({} names, from the configuration)", cfg.model.labels, s.labels.size()));
   } else if (!card.labels.empty()) {
     s.labels = card.labels;
+    s.from_card["model.labels"] = fmt::format("model file: {} names", s.labels.size());
     s.provenance.push_back(fmt::format("model.labels = {} names (from the model file)", s.labels.size()));
   } else {
     s.provenance.push_back("model.labels = none: classes are reported as \"class N\" (default)");
   }
-  if (!s.labels.empty() && int(s.labels.size()) != num_classes) {
+  if (num_classes > 0 && !s.labels.empty() && int(s.labels.size()) != num_classes) {
     throw DataError(fmt::format("{} has {} labels but {} has {} classes",
                                 cfg.model.labels.empty() ? weights + "'s metadata" : cfg.model.labels, s.labels.size(),
                                 weights, num_classes));
@@ -165,6 +167,18 @@ LoadedModel load_model(const config::Config& cfg) {
             model.network.num_classes, model.network.macs(size, size) / 1e9, size, size);
   for (const auto& line : model.settings.provenance) log->info("  {}", line);
   return model;
+}
+
+ModelSettings model_settings(const config::Config& cfg) {
+  const auto weights = cfg.model.weights.empty() ? config::bundled_asset("models/resnet18-fashion-mnist.safetensors")
+                                                 : cfg.model.weights;
+  const auto file = SafetensorsFile::open(weights);
+  auto settings = merge_settings(cfg, read_model_card(file.metadata(), weights), weights, -1);
+  if (auto arch = read_model_card(file.metadata(), weights).architecture; arch && cfg.model.architecture == "auto") {
+    settings.model.architecture = *arch;
+    settings.from_card["model.architecture"] = "model file";
+  }
+  return settings;
 }
 
 std::unique_ptr<Classifier> make_cuda_classifier(LoadedModel model, const config::Config& config);  // cuda_classifier.cpp

@@ -3,6 +3,7 @@
 // inference.device (auto: the GPU when one is usable, else the CPU; the choice is logged). Classification is
 // asynchronous: the pipeline submits batch N+1 while batch N still runs on the GPU.
 #pragma once
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,7 +20,12 @@ struct ModelSettings {
   config::Model model;                      // input_size, resize, crop_ratio, mean, std as used
   std::vector<std::string> labels;          // one per class, or empty ("class N")
   std::vector<std::string> provenance;      // lines such as "model.input_size = 128 (from the model file)"
+  std::map<std::string, std::string> from_card;  // the keys the model file decided: path -> "model file WEIGHTS"
 };
+
+// The model settings in force — the configuration merged with the model file's card — without building the
+// network (for `video-classifier config`). Throws as load_model does for an unreadable file.
+ModelSettings model_settings(const config::Config& config);
 
 class Classifier {
  public:

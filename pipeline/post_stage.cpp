@@ -126,6 +126,7 @@ void PostStage::process(ClassifiedBatch& batch) {
     r.frame = f.index;
     r.pts_ns = f.pts_ns;
     r.damaged = f.damaged;
+    r.still_image = f.independent;
     r.finite = std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); });
     const auto probs = inference::softmax(logits);
     r.top = inference::top_k(probs, config_.model.top_k, labels_);

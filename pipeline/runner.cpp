@@ -64,14 +64,19 @@ QueuePolicy queue_policy(const config::Input& in, bool live) {
   return {drop ? size_t(2) : size_t(8), drop};
 }
 
-// "\r  1200/3000 frames (40%)  412.3 fps  ETA 4 s" on a terminal, at most twice a second; fps = frames / wall time.
+// "\r  1200/3000 frames (40%)  412.3 fps  ETA 4 s" on a terminal, at most twice a second; elsewhere (a CI log, a pipe,
+// systemd) the same as a log line every logging.progress_interval_s, so that a long file shows a sign of life.
+// fps = frames / wall time.
 class Progress {
  public:
-  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  Progress(bool enabled, double log_interval_s)
+      : terminal_(isatty(STDERR_FILENO)), enabled_(enabled && (terminal_ || log_interval_s > 0)),
+        interval_(terminal_ ? Clock::duration(500ms)
+                            : std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(log_interval_s))) {}
   void update(const std::vector<std::unique_ptr<Stream>>& streams, Clock::time_point start) {
     if (!enabled_) return;
     const auto now = Clock::now();
-    if (now - last_ < 500ms) return;
+    if (now - last_ < interval_ || (!terminal_ && now - start < interval_)) return;
     last_ = now;
     int64_t done = 0, total = 0;
     bool known = true;
@@ -83,13 +88,19 @@ class Progress {
     }
     const double elapsed = seconds_between(start, now);
     const double fps = elapsed > 0 ? double(done) / elapsed : 0;
+    std::string text;
     if (known && total > 0) {
       const double eta = fps > 0 ? double(std::max<int64_t>(total - done, 0)) / fps : 0;
-      fmt::print(stderr, "\r  {}/{} frames ({:.0f}%)  {:.1f} fps  ETA {:.0f} s   ", done, total,
-                 100.0 * double(done) / double(total), fps, eta);
+      text = fmt::format("{}/{} frames ({:.0f}%)  {:.1f} fps  ETA {:.0f} s", done, total, 100.0 * double(done) / double(total),
+                         fps, eta);
     } else {
-      fmt::print(stderr, "\r  {} frames  {:.1f} fps   ", done, fps);
+      text = fmt::format("{} frames  {:.1f} fps", done, fps);
     }
+    if (!terminal_) {
+      vc::log::get("progress")->info("{}", text);
+      return;
+    }
+    fmt::print(stderr, "\r  {}   ", text);
     shown_ = true;
   }
   void done() {
@@ -98,7 +109,8 @@ class Progress {
   }
 
  private:
-  bool enabled_;
+  bool terminal_, enabled_;
+  Clock::duration interval_;
   bool shown_ = false;
   Clock::time_point last_{};
 };
@@ -183,6 +195,10 @@ class Runner::Impl final : public RunControl {
  public:
   Impl(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
       : cfg_(config), classifier_(std::move(classifier)) {
+    // Files that cannot be read are said at once, before the model loads and thousands of streams are set up.
+    for (const auto& in : cfg_.inputs) {
+      if (in.kind == config::InputKind::File) check_readable_file(in.path);
+    }
     refuse_overwriting_inputs(cfg_);
     if (!classifier_) classifier_ = inference::Classifier::create(cfg_);
     const std::string model_name = classifier_->architecture().size() > 40 ? "ResNet" : classifier_->architecture();
@@ -237,10 +253,15 @@ class Runner::Impl final : public RunControl {
   RunSummary run(const std::atomic<int>& stop) {
     RunSummary summary;
     summary.engine = classifier_->engine_name();
+    if (cfg_.output.kind == config::OutputKind::None && cfg_.output.results.empty() && !cfg_.mqtt.enabled &&
+        !cfg_.metrics.enabled) {
+      log_->warn("classifying, but writing nothing: add --output FILE.mp4 or --set output.results=FILE.jsonl (or - for "
+                 "stdout)");
+    }
     const auto start = Clock::now();
     bool any_live = false, any_file = false;
     for (auto& s : streams_) (s->live() ? any_live : any_file) = true;
-    Progress progress(any_file);
+    Progress progress(any_file, cfg_.logging.progress_interval_s);
     PerfReport perf(cfg_.logging.perf_interval_s, any_live);
     try {
       for (auto& s : streams_) s->start();
@@ -365,10 +386,10 @@ class Runner::Impl final : public RunControl {
       summary.problems.push_back(f->message);
       if (summary.code == ExitCode::kOk) summary.code = f->code;
     }
-    for (const auto& s : streams_) {
+    for (const auto& s : streams_) {  // (a stream's failure is in its row of the summary: not repeated here)
       if (!s) continue;
       if (auto f = s->failure()) {
-        summary.problems.push_back(fmt::format("stream {}: {}", s->stats().name, f->message));
+        summary.failed_streams.push_back(s->stats().name);
         if (summary.code == ExitCode::kOk) summary.code = f->code;
       }
     }

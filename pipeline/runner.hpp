@@ -37,7 +37,8 @@ struct RunSummary {
   bool interrupted = false;
   std::string engine;
   ExitCode code = ExitCode::kOk;              // kOk, or what went wrong first (a lost result, a failed stream)
-  std::vector<std::string> problems;          // every failure, one line each
+  std::vector<std::string> problems;          // every failure but the streams' own (those are in their rows)
+  std::vector<std::string> failed_streams;    // the streams that failed (their rows say why)
   std::vector<std::pair<std::string, int64_t>> sink_drops;  // best-effort sinks (MQTT): messages dropped
   // Streams whose source did not stop (a decoder stuck in the driver): their threads still run, so the process must
   // end without tearing down what they use (app: _exit after the outputs are finalized).

@@ -72,7 +72,9 @@ std::string render_metrics(const pipeline::RunControl& run) {
     for (const auto& s : streams) t.sample(name, fmt::format("stream=\"{}\"", label(s->name)), double(value(*s)));
   };
   per_stream("vc_stream_frames_total", "counter", "frames classified", [](const StreamStats& s) { return s.classified.load(); });
-  per_stream("vc_stream_delivered_total", "counter", "frames the source delivered", [](const StreamStats& s) { return s.delivered.load(); });
+  per_stream("vc_stream_received_total", "counter",
+             "frames received from the source, before any was dropped (received = classified + dropped + waiting)",
+             [](const StreamStats& s) { return s.delivered.load(); });
   t.family("vc_stream_dropped_total", "counter", "frames dropped: stale before inference (queue) or not drawn (output)");
   for (const auto& s : streams) {
     t.sample("vc_stream_dropped_total", fmt::format("stream=\"{}\",stage=\"queue\"", label(s->name)), double(s->queue_dropped.load()));

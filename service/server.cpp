@@ -18,6 +18,11 @@ namespace vc::service {
 
 Server::Server(const config::Metrics& settings, const pipeline::RunControl& run)
     : settings_(settings), run_(run), server_(std::make_unique<httplib::Server>()) {
+  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("video-classifier\n\n/metrics   Prometheus metrics\n/healthz   200 while every stream delivers frames "
+                    "and results\n/readyz    200 once the engine is built and every stream started\n",
+                    "text/plain; charset=utf-8");
+  });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(render_metrics(run_), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -28,6 +28,7 @@ struct FrameResult {
   bool uncertain = false;
   bool finite = true;       // false: the logits held NaN/Inf (the scores are meaningless)
   bool damaged = false;     // decoded from damaged data (a corrupt frame, or the first after a decode error)
+  bool still_image = false; // one of an image input's images (no timeline, no smoothing)
   double latency_ms = 0;    // capture -> result
   StageTimes stages;
 };

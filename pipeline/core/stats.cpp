@@ -21,7 +21,8 @@ double LatencyHistogram::upper_bound_of(int bucket) { return kFirst * std::pow(k
 
 void LatencyHistogram::add(double ms) {
   std::lock_guard lock(mutex_);
-  ++counts_[size_t(bucket_of(ms))];
+  if (!counts_) counts_ = std::make_unique<std::array<int64_t, kBuckets>>();
+  ++(*counts_)[size_t(bucket_of(ms))];
   ++total_;
   sum_ += ms;
 }
@@ -47,7 +48,7 @@ double LatencyHistogram::percentile_ms(double q) const {
   const auto rank = int64_t(std::ceil(std::clamp(q, 0.0, 1.0) * double(total_)));
   int64_t seen = 0;
   for (int b = 0; b < kBuckets; ++b) {
-    seen += counts_[size_t(b)];
+    seen += (*counts_)[size_t(b)];
     if (seen >= std::max<int64_t>(rank, 1)) {
       // The geometric middle of the bucket: within 1.5 % of any value in it.
       return b == 0 ? kFirst : std::sqrt(upper_bound_of(b - 1) * upper_bound_of(b));
@@ -59,7 +60,8 @@ double LatencyHistogram::percentile_ms(double q) const {
 int64_t LatencyHistogram::count_at_most(double ms) const {
   std::lock_guard lock(mutex_);
   int64_t n = 0;
-  for (int b = 0; b < kBuckets && upper_bound_of(b) <= ms * (1 + 1e-9); ++b) n += counts_[size_t(b)];
+  if (!counts_) return 0;
+  for (int b = 0; b < kBuckets && upper_bound_of(b) <= ms * (1 + 1e-9); ++b) n += (*counts_)[size_t(b)];
   return n;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -24,51 +25,21 @@ constexpr size_t kQueue = 8;
 
 int even(int v) { return v & ~1; }
 
-// What the overlay shows for one result.
-struct OverlayMaker {
-  config::Overlay style;
-  int smoothing_window = 1;
-  std::string engine, model;
-
-  OverlayContent make(const FrameResult& r, const StreamStats& s, int64_t timestamp_ns) const {
-    OverlayContent c;
-    c.top = r.top;
-    const bool smoothed = style.headline == config::Headline::Smoothed && r.smoothed.index >= 0;
-    if (smoothed) {
-      c.headline = r.uncertain ? "uncertain" : r.smoothed.label;
-      c.headline_score = r.uncertain ? -1.f : r.smoothed.score;
-      c.headline_kind = smoothing_window > 1 ? fmt::format("smoothed over ~{} frames", smoothing_window) : "smoothed";
-      // The headline is the smoothed label; the top-k lines below are this frame's own.
-    } else if (!r.top.empty()) {
-      c.headline = r.top.front().label;
-      c.headline_score = r.top.front().score;
-      c.headline_kind = r.smoothed.index < 0 && !r.source.empty() ? "this image" : "this frame";
-      c.top.erase(c.top.begin());  // the headline already is the top-1: list the runners-up only
-    }
-    if (!r.finite) {
-      c.headline = "invalid output (NaN)";
-      c.headline_score = -1;
-    }
-    c.fps = s.rate.per_second(Clock::now());
-    if (s.live) {
-      c.latency_ms = r.latency_ms;
-    } else {
-      c.latency_ms = r.stages.inference_ms + r.stages.post_ms;  // queueing behind a fast file is not latency
-      c.latency_label = "processing";
-    }
-    c.stream = r.stream_name;
-    c.source = std::filesystem::path(r.source).filename().string();
-    c.timestamp = format_timestamp(timestamp_ns);
-    c.engine = engine;
-    c.model = model;
-    return c;
-  }
+// Where a stream's timeline starts: the capture time of its first frame (live) and the first frame's own timestamp
+// (files).
+struct TimelineOrigin {
+  std::optional<Clock::time_point> captured;
+  std::optional<int64_t> pts_ns;
 };
 
-// The time of a frame on its stream's timeline: files by frame number (they never drop), live sources by when
+// The time of a frame on its stream's timeline, from 0: files by their own timestamps (a variable frame rate or a
+// container without one keeps its real timing; frame number / rate when there are none), live sources by when
 // they were captured (drops leave real gaps instead of compressing the timeline).
-int64_t stream_time_ns(const Frame& f, bool live, Clock::time_point live_origin) {
-  if (live) return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(f.captured - live_origin).count());
+int64_t stream_time_ns(const Frame& f, bool live, TimelineOrigin& origin) {
+  if (!origin.captured) origin.captured = f.captured;
+  if (!origin.pts_ns) origin.pts_ns = f.pts_ns;
+  if (live) return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(f.captured - *origin.captured).count());
+  if (f.pts_ns >= 0 && *origin.pts_ns >= 0) return std::max<int64_t>(0, f.pts_ns - *origin.pts_ns);
   const double fps = f.fps > 0 ? f.fps : 30.0;
   return int64_t(double(f.index) * 1e9 / fps);
 }
@@ -160,10 +131,6 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
   void handle(const LabelledFrame& item) override {
     const auto started = Clock::now();
     const Frame& f = *item.frame;
-    if (first_) {
-      live_origin_ = f.captured;
-      first_ = false;
-    }
     cv::Mat image = to_bgr(f.view);
     if (output_.kind != config::OutputKind::Images) {
       if (!video_) open(f, image.size());
@@ -171,7 +138,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
     } else if (!video_) {
       open(f, image.size());
     }
-    const int64_t t = stream_time_ns(f, stats_.live, live_origin_);
+    const int64_t t = stream_time_ns(f, stats_.live, origin_);
     draw_overlay(image, overlay_.make(item.result, stats_, f.pts_ns >= 0 && !stats_.live ? f.pts_ns : t), overlay_.style);
     const int64_t skipped = video_->dropped();
     video_->push({image, t, f.index, stats_.name, f.source});
@@ -206,8 +173,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
   StreamStats& stats_;
   std::unique_ptr<VideoOutput> video_;
   cv::Size size_;
-  bool first_ = true;
-  Clock::time_point live_origin_;
+  TimelineOrigin origin_;
 };
 
 // Every stream in one mosaic. Mosaic frame k (time k/fps) is composed once every running stream has reached that
@@ -230,6 +196,8 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
     times_.assign(size_t(n), -1);
     any_live_ = std::any_of(streams_.begin(), streams_.end(), [](const StreamStats* s) { return s->live; });
     origin_ = Clock::now();
+    origins_.resize(size_t(n));
+    for (auto& o : origins_) o.captured = origin_;  // live tiles are timed on the mosaic's clock
   }
 
  private:
@@ -238,7 +206,7 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
     if (!video_) open(f.fps);
     const size_t s = size_t(f.stream);
     cv::Mat tile = fit_into(to_bgr(f.view), tile_);  // the overlay then scales its text to the tile
-    const int64_t t = stream_time_ns(f, streams_[s]->live, origin_);
+    const int64_t t = stream_time_ns(f, streams_[s]->live, origins_[s]);
     draw_overlay(tile, overlay_.make(item.result, *streams_[s], t), overlay_.style);
     tiles_[s] = tile;
     times_[s] = t;
@@ -316,6 +284,7 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
   double fps_ = 30;
   int64_t next_ = 0;
   Clock::time_point origin_;
+  std::vector<TimelineOrigin> origins_;  // per stream
   std::unique_ptr<VideoOutput> video_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <opencv2/imgproc.hpp>
@@ -52,6 +53,46 @@ cv::Size panel_size(const std::vector<Line>& lines, const Layout& L) {
 
 }  // namespace
 
+OverlayContent OverlayMaker::make(const FrameResult& r, const StreamStats& s, int64_t timestamp_ns) const {
+  OverlayContent c;
+  c.top = r.top;
+  const bool image = r.still_image;
+  const bool smoothed = style.headline == config::Headline::Smoothed && r.smoothed.index >= 0;
+  if (smoothed) {
+    c.headline = r.uncertain ? "uncertain" : r.smoothed.label;
+    c.headline_score = r.uncertain ? -1.f : r.smoothed.score;
+    c.headline_kind = smoothing_window > 1 ? fmt::format("smoothed over ~{} frames", smoothing_window) : "smoothed";
+    // The headline is the smoothed label; the top-k lines below are this frame's own.
+  } else if (!r.top.empty()) {
+    c.headline = r.top.front().label;
+    c.headline_score = r.top.front().score;
+    c.headline_kind = image ? "this image" : "this frame";
+    c.top.erase(c.top.begin());  // the headline already is the top-1: list the runners-up only
+    if (r.smoothed.index >= 0 && r.smoothed.index != r.top.front().index) {
+      c.stable = r.uncertain ? "uncertain" : r.smoothed.label;
+      c.stable_score = r.uncertain ? -1.f : r.smoothed.score;
+    }
+  }
+  if (!r.finite) {
+    c.headline = "invalid output (NaN)";
+    c.headline_score = -1;
+    c.stable.clear();
+  }
+  c.fps = image ? -1 : s.rate.per_second(Clock::now());
+  if (s.live) {
+    c.latency_ms = r.latency_ms;
+  } else {
+    c.latency_ms = r.stages.inference_ms + r.stages.post_ms;  // queueing behind a fast file is not latency
+    c.latency_label = "processing";
+  }
+  c.stream = r.stream_name;
+  c.source = std::filesystem::path(r.source).filename().string();
+  c.timestamp = image ? "" : format_timestamp(timestamp_ns);
+  c.engine = engine;
+  c.model = model;
+  return c;
+}
+
 std::string format_timestamp(int64_t ns) {
   if (ns < 0) return "";
   const int64_t ms = ns / 1'000'000;
@@ -64,10 +105,13 @@ cv::Rect draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Ove
   if (!c.headline.empty()) {
     lines.push_back({c.headline, 1.6, -1, c.headline_score >= 0 ? fmt::format("{:.0f}%", c.headline_score * 100) : ""});
     if (!c.headline_kind.empty()) lines.push_back({c.headline_kind, 0.7, -1, ""});
+    if (!c.stable.empty()) {
+      lines.push_back({"stable: " + c.stable, 0.8, -1, c.stable_score >= 0 ? fmt::format("{:.0f}%", c.stable_score * 100) : ""});
+    }
   }
   for (const auto& p : c.top) lines.push_back({p.label, 1.0, p.score, fmt::format("{:.1f}%", p.score * 100)});
   std::string stats;
-  if (style.show_fps) stats += c.fps > 0 ? fmt::format("{:.1f} fps", c.fps) : "-- fps";
+  if (style.show_fps && c.fps >= 0) stats += c.fps > 0 ? fmt::format("{:.1f} fps", c.fps) : "-- fps";
   if (style.show_latency && c.latency_ms >= 0) {
     stats += fmt::format("{}{} {:.1f} ms", stats.empty() ? "" : "   ", c.latency_label, c.latency_ms);
   }
@@ -115,10 +159,13 @@ cv::Rect draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Ove
     if (!l.right.empty()) put(l.right, panel.x + panel.width - L.pad - L.width_of(l.right, l.size));
     y += int(th * 1.45) + L.pad / 2;
     if (l.bar >= 0) {
+      // A bar of a few pixels reads as noise: scores too small to show one get none (the percentage says it).
       const int full = panel.width - 2 * L.pad;
-      const int w = std::max(1, int(full * std::clamp(std::isfinite(l.bar) ? l.bar : 0.f, 0.f, 1.f)));
-      const cv::Rect bar(panel.x + L.pad, y - L.pad / 4, w, L.bar_h);
-      cv::rectangle(image, bar & cv::Rect(0, 0, image.cols, image.rows), bgr(style.bar_color), cv::FILLED);
+      const int w = int(full * std::clamp(std::isfinite(l.bar) ? l.bar : 0.f, 0.f, 1.f));
+      if (w >= std::max(3, L.bar_h)) {
+        const cv::Rect bar(panel.x + L.pad, y - L.pad / 4, w, L.bar_h);
+        cv::rectangle(image, bar & cv::Rect(0, 0, image.cols, image.rows), bgr(style.bar_color), cv::FILLED);
+      }
       y += L.bar_h + L.pad / 2;
     }
   }

@@ -10,6 +10,8 @@
 
 #include "config/config.hpp"
 #include "inference/postprocess.hpp"
+#include "pipeline/core/events.hpp"
+#include "pipeline/core/stats.hpp"
 
 namespace vc::pipeline {
 
@@ -18,11 +20,24 @@ struct OverlayContent {
   std::string headline;                    // the big label ("" = none)
   float headline_score = -1;               // < 0: no score shown (e.g. "uncertain")
   std::string headline_kind;               // what the headline is: "smoothed over 5 frames", "this frame"
-  double fps = 0;                          // 0 = not known yet ("-- fps")
+  std::string stable;                      // top1 headline: the smoothed label when it differs ("" = none)
+  float stable_score = -1;
+  double fps = 0;                          // 0 = not known yet ("-- fps"); < 0: none (a still image)
   double latency_ms = -1;                  // < 0: not shown
   std::string latency_label = "latency";   // "latency" (capture to result) or "processing" (files)
   std::string stream, source, timestamp;   // footer
   std::string engine, model;
+};
+
+// What the overlay shows for one result of a stream. The headline is what the eye checks against the list under
+// it: this frame's top-1 (overlay.headline: top1, the default), with the smoothed label beside it, marked "stable",
+// while the two differ — or the smoothed label itself (overlay.headline: smoothed), marked as such. Still images
+// show no frame rate and no timestamp (they have neither).
+struct OverlayMaker {
+  config::Overlay style;
+  int smoothing_window = 1;
+  std::string engine, model;
+  [[nodiscard]] OverlayContent make(const FrameResult& r, const StreamStats& s, int64_t timestamp_ns) const;
 };
 
 // Draws onto `bgr` (CV_8UC3). Returns the panel's rectangle (for tests).

@@ -240,6 +240,8 @@ class FileOutput final : public PipelineOutput {
     GstElement* sink = add_element(p, "filesink", "file");
     g_object_set(sink, "location", write_path_.c_str(), nullptr);
     if (in_place_) {
+      // Written straight to the kernel, not through a stdio buffer: what the muxer has written survives a kill.
+      gst_util_set_object_arg(G_OBJECT(sink), "buffer-mode", "unbuffered");
       // The first buffer after the header reaches the file sink: the header is on disk (it writes in its thread).
       PadPtr pad(gst_element_get_static_pad(sink, "sink"));
       gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
@@ -259,8 +261,9 @@ class FileOutput final : public PipelineOutput {
 
   // Gives the file its real name (once): the open file goes on being written under it.
   void move_into_place() {
-    if (in_place_name_.exchange(true)) return;
     std::error_code ec;
+    if (in_place_name_ || fs::file_size(write_path_, ec) == 0) return;  // never an empty file under the real name
+    if (in_place_name_.exchange(true)) return;
     fs::rename(write_path_, final_path_, ec);
     if (ec) rename_error_ = ec.message();
   }

@@ -19,6 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+constexpr auto kDropWarningInterval = 10s;
+
 void init_library() {
   static std::once_flag once;
   std::call_once(once, [] { mosquitto_lib_init(); });
@@ -141,9 +143,16 @@ void MqttSink::enqueue(Message m) {
   {
     std::lock_guard lock(mutex_);
     if (waiting_.size() + in_flight_.size() >= size_t(settings_.buffer_messages)) {
-      // Full (the broker is away or slow): the oldest waiting message goes, counted; the video never waits.
+      // Full (the broker is away or slow): the oldest waiting message goes, counted; the video never waits. Said as
+      // it happens, at most every kDropWarningInterval, not only at the end.
       if (!waiting_.empty()) waiting_.pop_front();
-      ++dropped_;
+      const int64_t dropped = ++dropped_;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_drop_warning_ >= kDropWarningInterval) {
+        last_drop_warning_ = now;
+        vc::log::get("mqtt")->warn("{} is {}: its buffer of {} messages is full, {} message(s) dropped so far", name(),
+                                   connected_ ? "too slow" : "away", settings_.buffer_messages, dropped);
+      }
       if (waiting_.empty()) return;
     }
     waiting_.push_back(std::move(m));

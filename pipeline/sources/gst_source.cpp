@@ -13,6 +13,7 @@
 #include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/gst_probe.hpp"
+#include "pipeline/sources/network_errors.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -61,7 +62,7 @@ GstCaps* system_caps(const config::Input& in) {
 }
 
 // The error a user should see for a pipeline ERROR message.
-Failure classify(GstMessage* m, const std::string& what, bool live) {
+Failure classify(GstMessage* m, const std::string& what, bool live, const std::string& uri) {
   GError* error = nullptr;
   gst_message_parse_error(m, &error, nullptr);
   const bool resource = error && error->domain == GST_RESOURCE_ERROR;
@@ -75,6 +76,10 @@ Failure classify(GstMessage* m, const std::string& what, bool live) {
   const bool negotiation = error && error->domain == GST_STREAM_ERROR && code == GST_STREAM_ERROR_FORMAT;
   if (error) g_error_free(error);
   auto message = fmt::format("{}: {}", what, describe_error(m));
+  // A network source that cannot be reached says why, in words (GStreamer's text is in the debug log).
+  if (resource && !uri.empty()) {
+    if (const auto words = explain_network_failure(uri, code); !words.empty()) message = fmt::format("{}: {}", what, words);
+  }
   // An http(s) source says what the server answered.
   const GstStructure* details = nullptr;
   gst_message_parse_error_details(m, &details);
@@ -86,14 +91,6 @@ Failure classify(GstMessage* m, const std::string& what, bool live) {
   if (plugin) return {ExitCode::kUnavailable, message + " (a GStreamer plugin is missing: see `video-classifier doctor`)"};
   if (live && (gone || negotiation || missing)) return {ExitCode::kUnavailable, message};
   return {ExitCode::kData, message};
-}
-
-void check_readable_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw NoInputError(fmt::format("{}: no such file", path));
-  if (!fs::is_regular_file(path, ec)) throw NoInputError(fmt::format("{}: not a regular file", path));
-  if (access(path.c_str(), R_OK) != 0) throw NoInputError(fmt::format("{}: not readable (permissions)", path));
-  if (fs::file_size(path, ec) == 0) throw DataError(fmt::format("{}: the file is empty (0 bytes)", path));
 }
 
 std::string describe(const SourceSpec& s) {
@@ -108,6 +105,14 @@ std::string describe(const SourceSpec& s) {
 }
 
 }  // namespace
+
+void check_readable_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw NoInputError(fmt::format("{}: no such file", path));
+  if (!fs::is_regular_file(path, ec)) throw NoInputError(fmt::format("{}: not a regular file", path));
+  if (access(path.c_str(), R_OK) != 0) throw NoInputError(fmt::format("{}: not readable (permissions)", path));
+  if (fs::file_size(path, ec) == 0) throw DataError(fmt::format("{}: the file is empty (0 bytes)", path));
+}
 
 bool is_live_input(const config::Input& in) {
   if (in.live != config::Live::Auto) return in.live == config::Live::Yes;
@@ -128,6 +133,11 @@ bool is_live_input(const config::Input& in) {
   return false;
 }
 
+std::string GstSource::network_uri() const {
+  const auto& in = spec_.input;
+  return in.kind == config::InputKind::Uri && in.uri.rfind("file://", 0) != 0 ? in.uri : "";
+}
+
 GstSource::GstSource(SourceSpec spec, FrameCallback on_frame)
     : spec_(std::move(spec)), on_frame_(std::move(on_frame)), what_(describe(spec_)), live_(is_live_input(spec_.input)) {
   build();
@@ -136,7 +146,7 @@ GstSource::GstSource(SourceSpec spec, FrameCallback on_frame)
     // The reason is on the bus (a missing file, a busy camera): report it now, as the error it is.
     MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), GST_SECOND, GST_MESSAGE_ERROR)};
     if (!m) throw DataError(fmt::format("{}: could not start", what_));
-    const auto f = classify(m.get(), what_, live_);
+    const auto f = classify(m.get(), what_, live_, network_uri());
     switch (f.code) {
       case ExitCode::kNoInput: throw NoInputError(f.message);
       case ExitCode::kUnavailable: throw UnavailableError(f.message);
@@ -514,7 +524,7 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
     switch (GST_MESSAGE_TYPE(m.get())) {
       case GST_MESSAGE_ERROR:
         if (take_pending()) return State::Failed;  // our own diagnosis is the better message
-        failure_ = classify(m.get(), what_, live_);
+        failure_ = classify(m.get(), what_, live_, network_uri());
         return State::Failed;
       case GST_MESSAGE_EOS: return take_pending() ? State::Failed : State::Ended;
       case GST_MESSAGE_WARNING: {

@@ -30,6 +30,10 @@ namespace vc::pipeline {
 // drop stale frames and restart when they fail.
 bool is_live_input(const config::Input& input);
 
+// Throws vc::NoInputError (missing, not a file, unreadable) or vc::DataError (empty) for a video file that cannot be
+// read.
+void check_readable_file(const std::string& path);
+
 struct SourceSpec {
   config::Input input;
   std::string image_file;              // kind image: the one file this source decodes
@@ -87,6 +91,7 @@ class GstSource {
   void count_decoder(GstElement* decoder, const StreamFormat& format);
   bool take_damaged(GstClockTime pts);
   void fail(ExitCode code, std::string message);  // any thread: recorded, poll() reports it
+  [[nodiscard]] std::string network_uri() const;  // the URI of a network source, "" for any other
 
   SourceSpec spec_;
   FrameCallback on_frame_;

@@ -126,7 +126,9 @@ bool Stream::on_frame(Frame&& f) {
   const int64_t delivered = ++stats_.delivered;
   if (damaged) ++stats_.damaged_frames;
   stats_.queue_dropped = env_.hub->dropped(id_);
-  if (input_.max_frames > 0 && delivered >= input_.max_frames) {
+  // max_frames counts frames classified: a live stream's dropped frames do not count. Once no more are pushed, none
+  // of those waiting is dropped any more, so every frame counted here gets its result.
+  if (input_.max_frames > 0 && delivered - stats_.queue_dropped >= input_.max_frames) {
     max_reached_ = true;  // the supervisor ends the stream; the source gets end-of-stream from here
     return false;
   }

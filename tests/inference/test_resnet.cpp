@@ -237,7 +237,7 @@ TEST_CASE("a model file's card sets its preprocessing and labels unless the conf
                     [](const std::string& l) { return l == "model.input_size = 96 (the model file)"; }));
   // An explicit key wins over the card.
   c.model.input_size = 64;
-  c.explicit_keys.insert("model.input_size");
+  c.explicit_keys["model.input_size"] = "test";
   loaded = load_model(c);
   CHECK(loaded.settings.model.input_size == 64);
   CHECK(loaded.settings.model.resize == config::Resize::Letterbox);

@@ -281,6 +281,52 @@ TEST_CASE("the overlay: a marked headline, no duplicate of it, bars in proportio
   CHECK(untouched.at<cv::Vec3b>(50, 50) == cv::Vec3b(1, 2, 3));
 }
 
+TEST_CASE("the headline is what the eye checks against the list: this frame's top-1, the smoothed label marked stable") {
+  // At a cut from a coat to a dress the smoothed label still says coat: the headline must not (it did: "Coat 59 %"
+  // over a dress while the list said "Dress 87.7 %").
+  pipeline::OverlayMaker maker{config::Overlay{}, 5, "CPU reference", "resnet18"};
+  pipeline::StreamStats stats;
+  stats.name = "cam";
+  stats.source = "clip.mp4";
+  pipeline::FrameResult r;
+  r.stream_name = "cam";
+  r.source = "clip.mp4";
+  r.top = {{3, 0.877f, "Dress"}, {4, 0.016f, "Coat"}};
+  r.smoothed = {4, 0.59f, "Coat"};
+  auto c = maker.make(r, stats, 1'000'000'000);
+  CHECK(c.headline == "Dress");
+  CHECK(c.headline_score == doctest::Approx(0.877f));
+  CHECK(c.headline_kind == "this frame");
+  CHECK(c.stable == "Coat");  // shown as what it is, beside, not as the headline
+  REQUIRE(c.top.size() == 1);
+  CHECK(c.top[0].label == "Coat");  // the runners-up: the headline is not repeated
+  CHECK(c.timestamp == "00:00:01.000");
+  r.smoothed = {3, 0.8f, "Dress"};  // once the smoothing agrees, nothing more is shown
+  CHECK(maker.make(r, stats, 0).stable.empty());
+  // A still image: no frame rate, no timeline.
+  r.source = "photos/shoe.png";
+  r.smoothed = {};
+  r.still_image = true;
+  c = maker.make(r, stats, 100'000'000);
+  CHECK(c.headline_kind == "this image");
+  CHECK(c.fps < 0);
+  CHECK(c.timestamp.empty());
+  cv::Mat image(480, 640, CV_8UC3, cv::Scalar(255, 255, 255));
+  config::Overlay style;
+  style.bar_color = {0, 0, 255};
+  style.background_alpha = 1.0;
+  c.top = {{1, 0.9f, "Sneaker"}, {2, 0.004f, "Sandal"}};  // a 0.4 % score: no sliver of a bar
+  const auto panel = draw_overlay(image, c, style);
+  int bar_rows = 0;
+  for (int y = panel.y; y < panel.y + panel.height; ++y) {
+    bool blue = false;
+    for (int x = panel.x; x < panel.x + panel.width; ++x) blue |= image.at<cv::Vec3b>(y, x) == cv::Vec3b(255, 0, 0);
+    bar_rows += blue;
+  }
+  CHECK(bar_rows > 0);
+  CHECK(bar_rows <= 12);  // one bar's height, not two
+}
+
 TEST_SUITE_END();
 
 TEST_SUITE_BEGIN("accuracy");

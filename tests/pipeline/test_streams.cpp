@@ -59,6 +59,7 @@ TEST_CASE("3 live test patterns + 2 files in one process: files complete, live s
   std::atomic<int> stop{0};
   const auto summary = runner.run(stop);
   REQUIRE_MESSAGE(summary.code == ExitCode::kOk, fmt::format("{}", fmt::join(summary.problems, "; ")));
+  CHECK(summary.failed_streams.empty());
   std::map<std::string, std::vector<int64_t>> frames;
   std::set<std::string> ended;
   for (const auto& j : read_jsonl(jsonl)) {

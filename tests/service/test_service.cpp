@@ -161,10 +161,12 @@ TEST_CASE("/metrics, /healthz and /readyz: real HTTP, values that move, text tha
                                        "--set metrics.enabled=true --set metrics.port=" + port) +
                              ") & a=$!; sleep 2; curl -sf " + base + "/metrics >'" + m1 + "' && sleep 1 && curl -sf " + base +
                              "/metrics >'" + m2 + "' && curl -sf " + base + "/healthz && curl -sf " + base +
-                             "/readyz; rc=$?; wait $a; exit $rc");
+                             "/readyz && curl -sf " + base + "/; rc=$?; wait $a; exit $rc");
   REQUIRE_MESSAGE(r.code == 0, r.output);
   CHECK(r.output.find("\"status\":\"ok\"") != std::string::npos);
   CHECK(r.output.find("ready") != std::string::npos);
+  CHECK(r.output.find("/metrics   Prometheus metrics") != std::string::npos);  // GET / says what there is
+  CHECK(slurp(m2).find("vc_stream_received_total{stream=\"stream0\"}") != std::string::npos);
   const auto value = [](const std::string& text, const std::string& sample) {
     std::smatch m;
     const std::regex re(std::regex_replace(sample, std::regex(R"([{}\"\.])"), "\\$&") + R"( ([0-9.e+-]+))");
