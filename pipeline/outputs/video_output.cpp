@@ -246,11 +246,8 @@ class FileOutput final : public PipelineOutput {
       PadPtr pad(gst_element_get_static_pad(sink, "sink"));
       gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
         auto* out = static_cast<FileOutput*>(self);
-        if (!GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info), GST_BUFFER_FLAG_HEADER)) {
-          out->move_into_place();
-          return GST_PAD_PROBE_REMOVE;
-        }
-        return GST_PAD_PROBE_OK;
+        const bool header = GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info), GST_BUFFER_FLAG_HEADER);
+        return !header && out->move_into_place() ? GST_PAD_PROBE_REMOVE : GST_PAD_PROBE_OK;
       }, this, nullptr);
     }
     link_chain({src, add_element(p, "videoconvert"),
@@ -259,18 +256,21 @@ class FileOutput final : public PipelineOutput {
     start(src);
   }
 
-  // Gives the file its real name (once): the open file goes on being written under it.
-  void move_into_place() {
+  // Gives the file its real name once it holds something (never an empty file under the real name; at the end, once
+  // complete, whatever it holds): the open file goes on being written under it. Whether it has its name now.
+  bool move_into_place(bool complete = false) {
     std::error_code ec;
-    if (in_place_name_ || fs::file_size(write_path_, ec) == 0) return;  // never an empty file under the real name
-    if (in_place_name_.exchange(true)) return;
+    if (in_place_name_) return true;
+    if (!complete && fs::file_size(write_path_, ec) == 0) return false;
+    in_place_name_ = true;
     fs::rename(write_path_, final_path_, ec);
     if (ec) rename_error_ = ec.message();
+    return true;
   }
 
   bool wants_eos() const override { return true; }
   void completed() override {
-    move_into_place();
+    move_into_place(true);
     if (!rename_error_.empty()) {
       throw IoError(fmt::format("{}: cannot rename {} into place: {}", final_path_, write_path_, rename_error_));
     }
