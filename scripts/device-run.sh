@@ -5,6 +5,9 @@
 #   doctor     video-classifier doctor (GPU, cuDNN, NVDEC decoders)
 #   tests      every GPU test suite (gpu_tests)
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
+#   zoo        the media zoo (scripts/make-media-zoo.sh, carried in the bundle): every file decoded as the app chooses
+#              (NVDEC where it decodes the codec) and by the CPU (libav), the same top-1 on every frame
+#   latency    capture-to-result latency of 1 and of 4 live 30 fps streams (the results' latency_ms: p50, p99)
 #   e2e        the sample video on the cuDNN engine vs the CPU engine; exported torchvision models vs PyTorch
 #   stem       the stem and classifier-head benchmark (fused kernel vs cuDNN)
 #   bench      the engine benchmark beside PyTorch (tools/bench/: bench, bench_pytorch.py, compare_bench.py)
@@ -60,6 +63,39 @@ if want nvdec; then
   grep -q "GPU frames" "$out/nvdec-gpu.txt" && echo "the GPU-decoded run kept its frames in GPU memory" || { echo "NVDEC frames did NOT stay on the GPU"; status=1; }
   video-classifier evaluate --results /tmp/nvdec-gpu.jsonl --ground-truth /tmp/nvdec-cpu.jsonl | head -n 2 | tee "$out/nvdec-compare.txt"
   grep -q "frame accuracy: 100.00% (300/300)" "$out/nvdec-compare.txt" || { echo "NVDEC and CPU decoding disagree"; status=1; }
+fi
+if want zoo; then
+  stage "media zoo: the app's decoder (NVDEC where it decodes the codec) vs CPU decoding, top-1 on every frame"
+  zoo=${VC_ZOO_DIR:-$bundle/zoo}
+  printf '%-24s %-16s %-16s %7s  %s\n' file "app's decoder" "CPU decoder" frames "same top-1" | tee "$out/zoo.txt"
+  while IFS=$'\t' read -r name file what; do
+    for d in auto cpu; do
+      video-classifier --config assets/configs/default.yaml --set inference.device=cuda --input "$zoo/$file" --output none \
+        --set input.decoder=$d --set output.results="/tmp/zoo-$d.jsonl" --log-level info >"$out/zoo-$name-$d.txt" 2>&1 || status=1
+    done
+    used() { grep -oE 'stream0 .* (ok|failed), [a-z0-9_]+( \(GPU frames\))?' "$out/zoo-$name-$1.txt" | sed -E 's/.*(ok|failed), //'; }
+    same=$(video-classifier evaluate --results /tmp/zoo-auto.jsonl --ground-truth /tmp/zoo-cpu.jsonl 2>&1 | head -n 1 |
+           sed -E 's/frame accuracy: //; s/ of the top-1.*//')
+    printf '%-24s %-16s %-16s %7s  %s\n' "$file" "$(used auto)" "$(used cpu)" "$(grep -c '"top"' /tmp/zoo-auto.jsonl)" \
+      "$same" | tee -a "$out/zoo.txt"
+    [[ $same == 100.00%* ]] || status=1
+  done <"$zoo/manifest.tsv"
+fi
+if want latency; then
+  stage "latency: live 30 fps test patterns, capture to result"
+  for n in 1 4; do
+    inputs=()
+    for ((i = 0; i < n; i++)); do inputs+=(--input test:ball); done
+    video-classifier --config assets/configs/default.yaml --set inference.device=cuda "${inputs[@]}" --set input.fps=30 \
+      --set input.max_frames=600 --output none --set output.results=/tmp/latency.jsonl --set inference.batch_size="$n" \
+      >"$out/latency-$n.txt" 2>&1 || status=1
+    python3 - "$n" /tmp/latency.jsonl <<'PY' | tee -a "$out/latency.txt"
+import json, statistics, sys
+lat = sorted(json.loads(l)["latency_ms"] for l in open(sys.argv[2]) if '"top"' in l)
+q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
+print(f"{sys.argv[1]} live stream(s): {len(lat)} results, capture to result p50 {q(0.5):.2f} ms, p90 {q(0.9):.2f} ms, p99 {q(0.99):.2f} ms")
+PY
+  done
 fi
 if want e2e; then
   {
