@@ -11,19 +11,26 @@ bundle=${VC_BUNDLE_SCRIPT:-../shared/device/bundle.sh}
 # tree, bundle included, must stay under the device tool's 64 MiB.
 # nvcodec (NVDEC/NVENC, and the CUDA memory the pipeline reads directly) pulls in the GL stack; libav is left out
 # (200 MB of codecs): on the device the CPU decoder is openh264.
-# libav is the conforming CPU decoder for H.264 High and HEVC (openh264 decodes only Constrained Baseline correctly,
-# so without libav High-profile files are refused); the rest decode the media zoo (scripts/make-media-zoo.sh).
+# libav stays out (with what Debian links it to, over 200 MB): there, files NVDEC cannot decode and no small CPU
+# decoder here can — MPEG-4 Part 2, H.264 High 4:4:4 — are refused, and openh264 takes only Constrained Baseline.
+# The others decode the media zoo (scripts/make-media-zoo.sh) beside NVDEC.
 export GST_PLUGINS=${GST_PLUGINS:-"coreelements app videoconvertscale videotestsrc videorate playback typefindfunctions
-  isomp4 matroska videoparsersbad x264 openh264 nvcodec rtsp rtp rtpmanager udp libav deinterlace videofilter vpx aom
-  mpeg2dec jpeg avi mpegtsdemux soup"}
+  isomp4 matroska videoparsersbad x264 openh264 nvcodec rtsp rtp rtpmanager udp deinterlace videofilter vpx aom
+  mpeg2dec jpeg avi mpegtsdemux"}
 bins=(build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
       build-device/tools/bench_pipeline)
 # A broker and a subscriber, so that the soak also runs the service side there (MQTT, /metrics).
 for b in /usr/sbin/mosquitto /usr/bin/mosquitto_sub; do [ -x "$b" ] && bins+=("$b"); done
 $bundle .device "${bins[@]}"
 for b in "${bins[@]}"; do strip --strip-unneeded ".device/bin/$(basename "$b")"; done
-# The media zoo, made here (the device has none of the encoders): the zoo stage decodes it there.
+# The media zoo, made here (the device has none of the encoders), with each file's CPU results (libav decoding, the
+# CPU engine): the zoo stage classifies it there with NVDEC and cuDNN and compares every frame's top-1.
 scripts/make-media-zoo.sh .device/zoo 40 >/dev/null
+while IFS=$'\t' read -r name file what; do
+  build-device/app/video-classifier --config assets/configs/default.yaml --set inference.device=cpu --log-level error \
+    --input ".device/zoo/$file" --output none --set output.results=".device/zoo/$name.cpu.jsonl" ||
+    { echo "device-bundle: the CPU run of $file failed" >&2; exit 1; }
+done <.device/zoo/manifest.tsv
 # The whole tree travels to the device (64 MiB): ship the bundle xz-compressed; device-run.sh unpacks it in /tmp.
 tar -C . -cJf .device.tar.xz .device
 echo "device bundle: $(du -sh .device | cut -f1), compressed $(du -sh .device.tar.xz | cut -f1) (.device.tar.xz)"
