@@ -45,7 +45,7 @@ void apply_mapping(std::vector<Field>& fields, const std::string& prefix, const 
     const auto path = prefix + "." + key_text(kv.first, where(origin, kv.first, true), prefix);
     auto field = std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.path == path; });
     if (field != fields.end()) {
-      field->set(kv.second, {where(origin, kv.second, true), base_dir});
+      field->set(kv.second, {where(origin, kv.second, true), base_dir, origin});
       config.explicit_keys[path] = origin;
       continue;
     }
@@ -228,7 +228,7 @@ void apply_override(Config& config, const std::string& assignment) {
     } else {
       value = value_text.empty() ? YAML::Node(std::string()) : YAML::Load(value_text);
     }
-    for (auto& f : targets) f.set(value, {origin, ""});
+    for (auto& f : targets) f.set(value, {origin, "", origin});
   } catch (const YAML::ParserException& e) {
     throw ConfigError(fmt::format("{}: {}: invalid value: {}", origin, key, e.msg));
   } catch (const YAML::Exception& e) {

@@ -159,6 +159,33 @@ struct Metrics {
   double stall_s = 30;                    // /healthz fails when a running stream's last frame is older than this
 };
 
+// A rule that turns what a stream shows into events a person can act on (pipeline/events/).
+struct EventRule {
+  std::string name;
+  std::vector<std::string> labels;        // any of these, as the smoothed label
+  std::vector<std::string> streams;       // empty = every stream
+  double min_confidence = 0.5;            // the smoothed score it must have
+  double min_duration_s = 1;              // how long it must hold before an event opens
+  double cooldown_s = 10;                 // after an event ends, no new one of this rule on that stream for this long
+  double max_duration_s = 600;            // an event open this long is ended (a new one may open after the cooldown)
+};
+
+struct Events {
+  std::string dir = "events";             // clips, snapshots, events.jsonl and the retention index (per stream folders)
+  std::vector<EventRule> rules;
+  double pre_s = 5;                       // seconds before an event's start that its clip holds
+  double post_s = 5;                      // seconds after its end
+  double release_s = 1;                   // hysteresis: an event ends only after its rule has not held for this long
+  double update_s = 10;                   // an "update" message while an event is open, this often
+  bool clips = true;                      // a clip per event: the stream's own packets, remuxed
+  int buffer_mb = 64;                     // per stream: the packets kept for pre_s
+  bool snapshots = true;                  // a JPEG of the peak frame and a thumbnail
+  bool snapshots_clean = false;           // the snapshot without the overlay
+  int thumbnail_px = 320;                 // the thumbnail's width
+  double retain_days = 0;                 // delete clips and snapshots older than this; 0 = keep
+  double retain_gib = 0;                  // keep the folder under this size, oldest first; 0 = no limit
+};
+
 struct Config {
   Input input;                            // the `input:` section: the one stream, or the defaults of `inputs:`
   std::vector<Input> inputs{Input{}};     // the streams (never empty); without `inputs:` it is {input}
@@ -170,6 +197,7 @@ struct Config {
   Logging logging;
   Mqtt mqtt;
   Metrics metrics;
+  Events events;
   // The key paths a file, flag or --set gave (e.g. "model.input_size"), each with where it came from ("config.yaml",
   // "--set", "--input"); a key set on one stream ("inputs.2.fps") is recorded as "input.fps" too.
   std::map<std::string, std::string> explicit_keys;

@@ -270,6 +270,87 @@ Field int_map(std::string path, std::map<std::string, int>* field, std::string d
   return f;
 }
 
+Field string_list(std::string path, std::vector<std::string>* field, std::string description) {
+  Field f{std::move(path), std::move(description), {}, {}};
+  f.get = [field] {
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (const auto& v : *field) n.push_back(v);
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+  };
+  f.set = [field, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    if (node.IsNull()) return field->clear();
+    if (node.IsScalar()) {  // one name alone
+      *field = {node.Scalar()};
+      return;
+    }
+    if (!node.IsSequence()) reject(ctx.at, p, fmt::format("expected a list of names, got {}", describe(node)));
+    std::vector<std::string> value;
+    for (size_t i = 0; i < node.size(); ++i) {
+      value.push_back(scalar_as<std::string>(node[i], where(ctx.origin, node[i], true), fmt::format("{}[{}]", p, i), "a name"));
+    }
+    *field = std::move(value);
+  };
+  return f;
+}
+
+// The keys of one event rule.
+std::vector<Field> rule_fields(EventRule& r) {
+  return {
+      text("name", &r.name, "the rule's name (events, clips and topics carry it)"),
+      string_list("labels", &r.labels, "the labels that make it hold (any of them, as the smoothed label)"),
+      string_list("streams", &r.streams, "the streams it watches; empty = every stream"),
+      number("min_confidence", &r.min_confidence, 0.0, 1.0, "the smoothed score a label must have"),
+      number("min_duration_s", &r.min_duration_s, 0.0, 3600.0, "how long it must hold before an event opens"),
+      number("cooldown_s", &r.cooldown_s, 0.0, 86400.0, "after an event ends, how long before the next may open"),
+      number("max_duration_s", &r.max_duration_s, 1.0, 86400.0, "an event open this long is ended"),
+  };
+}
+
+// events.rules: a list of rules, each a mapping of rule_fields.
+Field rule_list(std::string path, std::vector<EventRule>* field, std::string description) {
+  Field f{std::move(path), std::move(description), {}, {}};
+  f.get = [field] {
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (auto rule : *field) {
+      YAML::Node r(YAML::NodeType::Map);
+      for (const auto& k : rule_fields(rule)) r[k.path] = k.get();
+      r.SetStyle(YAML::EmitterStyle::Flow);
+      n.push_back(r);
+    }
+    return n;
+  };
+  f.set = [field, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    if (node.IsNull()) return field->clear();
+    if (!node.IsSequence()) reject(ctx.at, p, fmt::format("expected a list of rules, got {}", describe(node)));
+    std::vector<EventRule> rules;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const auto key = fmt::format("{}[{}]", p, i);
+      const YAML::Node& item = node[i];
+      const auto at = where(ctx.origin, item, true);
+      if (!item.IsMap()) reject(at, key, "expected a rule: {name, labels, …}, got " + describe(item));
+      EventRule rule;
+      auto fields = rule_fields(rule);
+      std::vector<std::string> known;
+      for (const auto& k : fields) known.push_back(k.path);
+      for (const auto& kv : item) {
+        const auto name = key_text(kv.first, at, key);
+        auto match = std::find_if(fields.begin(), fields.end(), [&](const Field& k) { return k.path == name; });
+        if (match == fields.end()) {
+          reject(where(ctx.origin, kv.first, true), key + "." + name,
+                 fmt::format("unknown key{} (known: {})", did_you_mean(name, known), fmt::join(known, ", ")));
+        }
+        match->set(kv.second, {where(ctx.origin, kv.second, true), ctx.base_dir, ctx.origin});
+      }
+      if (rule.name.empty()) reject(at, key + ".name", "a rule needs a name");
+      if (rule.labels.empty()) reject(at, key + ".labels", "a rule needs at least one label");
+      rules.push_back(std::move(rule));
+    }
+    *field = std::move(rules);
+  };
+  return f;
+}
+
 }  // namespace
 
 // ---- The schema.
@@ -398,6 +479,25 @@ std::vector<Field> schema(Config& c) {
       number("mqtt.keepalive_s", &q.keepalive_s, 5, 3600, "keep-alive interval"),
       number("mqtt.buffer_messages", &q.buffer_messages, 1, 10000000,
              "messages held while the broker is away; beyond, the oldest are dropped (counted)"),
+
+      path("events.dir", &c.events.dir, "where clips, snapshots and events.jsonl go (a folder per stream)"),
+      rule_list("events.rules", &c.events.rules,
+                "rules that open events: [{name, labels: [...], streams: [...], min_confidence, min_duration_s, "
+                "cooldown_s, max_duration_s}]; none = no events"),
+      number("events.pre_s", &c.events.pre_s, 0.0, 60.0, "seconds before an event's start that its clip holds"),
+      number("events.post_s", &c.events.post_s, 0.0, 600.0, "seconds after its end that its clip holds"),
+      number("events.release_s", &c.events.release_s, 0.0, 600.0,
+             "an event ends only once its rule has not held for this long (one flicker does not split it)"),
+      number("events.update_s", &c.events.update_s, 0.5, 3600.0, "an update message while an event is open, this often"),
+      boolean("events.clips.enabled", &c.events.clips, "a clip per event: the stream's own packets, remuxed, no re-encode"),
+      number("events.clips.buffer_mb", &c.events.buffer_mb, 1, 4096, "per stream: memory for the packets before an event"),
+      boolean("events.snapshots.enabled", &c.events.snapshots, "a JPEG of each event's peak frame, and a thumbnail"),
+      boolean("events.snapshots.clean", &c.events.snapshots_clean, "the snapshot without the overlay"),
+      number("events.snapshots.thumbnail_px", &c.events.thumbnail_px, 32, 4096, "the thumbnail's width in pixels"),
+      number("events.retain.days", &c.events.retain_days, 0.0, 36500.0,
+             "delete the event files this app wrote once older than this; 0 = keep"),
+      number("events.retain.max_gib", &c.events.retain_gib, 0.0, 1e6,
+             "keep the event files this app wrote under this size, the oldest deleted first; 0 = no limit"),
 
       boolean("metrics.enabled", &c.metrics.enabled, "serve /metrics (Prometheus), /healthz and /readyz over HTTP"),
       text("metrics.address", &c.metrics.address, "address to listen on"),

@@ -16,6 +16,7 @@ namespace vc::config::detail {
 struct SetContext {
   std::string at;
   std::string base_dir;
+  std::string origin;  // the file (or "--set …") the value came from: for the places of nested values
 };
 
 struct Field {

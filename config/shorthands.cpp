@@ -138,6 +138,16 @@ void validate(Config& c) {
   if ((!c.mqtt.tls_cert_file.empty()) != (!c.mqtt.tls_key_file.empty())) {
     throw ConfigError("mqtt.tls_cert_file, mqtt.tls_key_file: give both or neither");
   }
+  std::set<std::string> rules;
+  for (size_t i = 0; i < c.events.rules.size(); ++i) {
+    const auto& name = c.events.rules[i].name;
+    if (!valid_stream_name(name)) {  // it names files and event ids as a stream's name does
+      throw ConfigError(fmt::format("events.rules[{}].name: '{}' must be 1-64 letters, digits, '_', '-' or '.' (it "
+                                    "names event files)", i, name));
+    }
+    if (!rules.insert(name).second) throw ConfigError(fmt::format("events.rules[{}].name: '{}' names two rules", i, name));
+  }
+  if (!c.events.rules.empty() && c.events.dir.empty()) throw ConfigError("events.dir: required when there are rules");
 }
 
 bool single_image_output(const std::string& path) {

@@ -18,7 +18,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono
 }  // namespace
 
 PostStage::PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
-                     std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs)
+                     std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs,
+                     EventStage* events)
     : config_(config),
       labels_(std::move(labels)),
       num_classes_(num_classes),
@@ -26,6 +27,7 @@ PostStage::PostStage(const config::Config& config, std::vector<std::string> labe
       sinks_(std::move(sinks)),
       sink_ok_(sinks_.size(), true),
       outputs_(outputs),
+      events_(events && events->enabled() ? events : nullptr),
       queue_(4) {
   for (size_t i = 0; i < streams_.size(); ++i) {
     state_.push_back({inference::Smoother(config.smoothing.window, float(config.smoothing.threshold)), {}, 0});
@@ -48,6 +50,13 @@ void PostStage::finish() {
   finished_ = true;
   queue_.close();
   if (thread_.joinable()) thread_.join();
+  if (events_) {  // a run stopped (Ctrl-C) with events open: they end now, and the sinks hear it
+    try {
+      for (size_t s = 0; s < streams_.size(); ++s) to_sinks(events_->on_stream_end(int(s)));
+    } catch (const std::exception& e) {
+      fail(ExitCode::kInternal, e.what());
+    }
+  }
   for (size_t i = 0; i < sinks_.size(); ++i) {
     try {
       sinks_[i]->close();
@@ -90,6 +99,10 @@ void PostStage::to_sinks(const FrameResult* r, const StreamEvent* e) {
   }
 }
 
+void PostStage::to_sinks(const std::vector<StreamEvent>& events) {
+  for (const auto& e : events) to_sinks(nullptr, &e);
+}
+
 void PostStage::loop() {
   for (;;) {
     auto item = queue_.pop(100ms);
@@ -126,6 +139,7 @@ void PostStage::process(ClassifiedBatch& batch) {
     r.frame = f.index;
     r.pts_ns = f.pts_ns;
     r.damaged = f.damaged;
+    r.captured_ns = steady_ns(f.captured);
     r.still_image = f.independent;
     r.finite = std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); });
     const auto probs = inference::softmax(logits);
@@ -149,6 +163,10 @@ void PostStage::process(ClassifiedBatch& batch) {
     r.stages = {ms_between(f.captured, f.batched), ms_between(f.batched, batch.collected), ms_between(batch.collected, now)};
     to_sinks(&r, nullptr);
     if (auto change = st.labels.update(r, f.independent)) to_sinks(nullptr, &*change);
+    // The frame is shared from here: the rules may keep it for a snapshot, the output draws it.
+    std::shared_ptr<const Frame> frame;
+    if (events_ || outputs_.draws(f.stream)) frame = std::make_shared<const Frame>(std::move(f));
+    if (events_) to_sinks(events_->on_result(r, frame));
 
     stats.latency.add(r.latency_ms);
     stats.queue_wait.add(r.stages.queue_ms);
@@ -157,10 +175,11 @@ void PostStage::process(ClassifiedBatch& batch) {
     stats.rate.tick(now);
     ++stats.classified;
     stats.last_result_ns = steady_ns(now);
-    if (outputs_.draws(f.stream)) outputs_.submit({std::make_shared<const Frame>(std::move(f)), std::move(r)});
+    if (outputs_.draws(r.stream)) outputs_.submit({std::move(frame), std::move(r)});
   }
   for (int s : batch.finished_streams) {
     StreamStats& stats = *streams_.at(size_t(s));
+    if (events_) to_sinks(events_->on_stream_end(s));
     StreamEvent e;
     e.kind = StreamEvent::Kind::StreamEnd;
     e.stream = s;

@@ -1,5 +1,5 @@
 // Post-processing, off the inference thread: logits -> softmax, top-k, each stream's own smoothing and label-change
-// detection -> every result sink (JSON lines, MQTT, …) and the stream's video output. One thread, so every sink
+// detection -> the event rules (events/) -> every result sink (JSON lines, MQTT, …) and the stream's video output. One thread, so every sink
 // sees each stream's results and events in order. Non-finite logits are flagged (results line, summary, a
 // warning naming the stream and frame) and never feed the smoothing.
 #pragma once
@@ -16,6 +16,7 @@
 #include "pipeline/core/failure.hpp"
 #include "pipeline/core/frame.hpp"
 #include "pipeline/core/stats.hpp"
+#include "pipeline/events/event_stage.hpp"
 #include "pipeline/outputs/output_stage.hpp"
 #include "pipeline/results/results.hpp"
 
@@ -31,8 +32,10 @@ struct ClassifiedBatch {
 
 class PostStage {
  public:
+  // `events` may be null (no rules); it outlives the stage.
   PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
-            std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs);
+            std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs,
+            EventStage* events = nullptr);
   ~PostStage();
   PostStage(const PostStage&) = delete;
   PostStage& operator=(const PostStage&) = delete;
@@ -41,7 +44,8 @@ class PostStage {
   void submit(ClassifiedBatch batch);
   // From any thread (stream supervisors): stream_down / stream_up.
   void submit(StreamEvent event);
-  // Processes what is queued, then closes every sink. Safe to call twice.
+  // Processes what is queued, ends the events still open (their "end" goes to the sinks), then closes every sink.
+  // Safe to call twice.
   void finish();
 
   // The first sink failure (results could not be written: vc::IoError), once it happened.
@@ -55,6 +59,7 @@ class PostStage {
   void loop();
   void process(ClassifiedBatch& batch);
   void to_sinks(const FrameResult* r, const StreamEvent* e);
+  void to_sinks(const std::vector<StreamEvent>& events);
   void fail(ExitCode code, const std::string& message);
 
   struct PerStream {
@@ -70,6 +75,7 @@ class PostStage {
   std::vector<std::unique_ptr<ResultSink>> sinks_;
   std::vector<bool> sink_ok_;
   OutputStage& outputs_;
+  EventStage* events_;
   std::vector<PerStream> state_;
   BoundedQueue<Item> queue_;
   std::atomic<bool> wants_stop_{false};

@@ -217,7 +217,8 @@ class Runner::Impl final : public RunControl {
     std::vector<StreamStats*> stats;
     std::vector<std::string> names;
     for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
-      StreamEnvironment env{hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); }, cuda_context_, stopping_};
+      StreamEnvironment env{hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); }, cuda_context_, stopping_,
+                            nullptr};
       streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], cuda_context_ != nullptr, env));
       stats.push_back(&streams_.back()->stats());
       names.push_back(streams_.back()->stats().name);
@@ -238,8 +239,14 @@ class Runner::Impl final : public RunControl {
       sinks.push_back(std::make_unique<JsonLinesSink>(cfg_.output.results, names, cfg_.output.results_timing));
     }
     if (cfg_.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg_.mqtt, names));
+    if (!cfg_.events.rules.empty()) {
+      event_stage_ = std::make_unique<EventStage>(
+          cfg_, stats, classifier_->labels(),
+          OverlayMaker{cfg_.overlay, cfg_.smoothing.window, classifier_->engine_name(), model_name}, event_stats_);
+      for (size_t i = 0; i < streams_.size(); ++i) streams_[i]->set_packet_sink(event_stage_->packet_sink(int(i)));
+    }
     post_ = std::make_unique<PostStage>(cfg_, classifier_->labels(), classifier_->num_classes(), stats, std::move(sinks),
-                                        *outputs_);
+                                        *outputs_, event_stage_.get());
     events_->open(post_.get());  // events come only from running streams, and none runs yet
   }
 
@@ -247,6 +254,7 @@ class Runner::Impl final : public RunControl {
   std::vector<std::shared_ptr<const StreamStats>> streams() const override { return shared_stats_; }
   const EngineStats& engine() const override { return engine_stats_; }
   std::vector<SinkStatus> sinks() const override { return post_->sink_status(); }
+  const EventStats* events() const override { return event_stage_ ? &event_stats_ : nullptr; }
   std::string engine_name() const override { return classifier_->engine_name(); }
   int cuda_device() const override { return classifier_->cuda_device(); }
 
@@ -254,6 +262,7 @@ class Runner::Impl final : public RunControl {
     RunSummary summary;
     summary.engine = classifier_->engine_name();
     if (cfg_.output.kind == config::OutputKind::None && cfg_.output.results.empty() && !cfg_.mqtt.enabled &&
+        cfg_.events.rules.empty() &&
         !cfg_.metrics.enabled) {
       log_->warn("classifying, but writing nothing: add --output FILE.mp4 or --set output.results=FILE.jsonl (or - for "
                  "stdout)");
@@ -337,8 +346,9 @@ class Runner::Impl final : public RunControl {
     *stopping_ = true;
     hub_->shutdown();
     events_->close();  // a stream left behind below must not reach the post stage once it is gone
-    post_->finish();
+    post_->finish();  // (events still open end here, and the sinks hear it)
     outputs_->finish();
+    if (event_stage_) event_stage_->finish();  // clips and snapshots written whole
     // Every source tears down at once, and many NVDEC decoders take a while to (120 took over 3 s on the H200): a
     // source is left behind only when no stream at all has finished for kStopGrace — stuck, not slow.
     auto deadline = Clock::now() + kStopGrace;
@@ -399,6 +409,17 @@ class Runner::Impl final : public RunControl {
                                              name, std::chrono::seconds(kStopGrace).count()));
       if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
     }
+    if (event_stage_) {
+      summary.events = fmt::format("{} event(s), {} clip(s), {} snapshot(s) in {}", event_stats_.opened.load(),
+                                   event_stats_.clips.load(), event_stats_.snapshots.load(), cfg_.events.dir);
+    }
+    if (event_stage_ && (event_stats_.failures > 0 || event_stats_.dropped > 0)) {
+      // Recording never stops the classification, but what it lost is lost: said, and in the code.
+      summary.problems.push_back(fmt::format("events: {} file(s) could not be written, {} dropped (the disk was full or "
+                                             "too slow; see the errors above)", event_stats_.failures.load(),
+                                             event_stats_.dropped.load()));
+      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
+    }
     for (const auto& sink : post_->sink_status()) {
       summary.sink_drops.emplace_back(sink.name, sink.dropped);
       if (sink.dropped == 0) continue;
@@ -419,6 +440,8 @@ class Runner::Impl final : public RunControl {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<std::shared_ptr<const StreamStats>> shared_stats_;
   std::unique_ptr<OutputStage> outputs_;
+  EventStats event_stats_;
+  std::unique_ptr<EventStage> event_stage_;  // before post_: the post stage uses it
   std::unique_ptr<PostStage> post_;
   EngineStats engine_stats_;
   std::deque<InFlight> in_flight_;
@@ -450,6 +473,7 @@ std::string format_summary(const RunSummary& s) {
   const double fps = s.seconds > 0 ? double(s.frames) / s.seconds : 0;
   out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
                      fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
+  if (!s.events.empty()) out += "events: " + s.events + "\n";
   if (!s.streams.empty()) {
     double q = 0, i = 0, p = 0, o = 0;
     for (const auto& r : s.streams) {

@@ -17,6 +17,7 @@ FLOORS = [
     ["pipeline/core"],
     ["pipeline/batching", "pipeline/sources", "pipeline/results"],
     ["pipeline/outputs"],
+    ["pipeline/events"],
     ["pipeline"],
     ["service"],
     ["app"],

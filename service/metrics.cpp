@@ -135,6 +135,27 @@ std::string render_metrics(const pipeline::RunControl& run) {
     t.family("vc_sink_connected", "gauge", "1 while a result sink can deliver (an MQTT broker connection is up)");
     for (const auto& s : sinks) t.sample("vc_sink_connected", fmt::format("sink=\"{}\"", label(s.name)), s.healthy ? 1 : 0);
   }
+  if (const auto* ev = run.events()) {
+    per_stream("vc_stream_events_total", "counter", "rule events opened on the stream",
+               [](const StreamStats& s) { return s.events.load(); });
+    t.family("vc_events_total", "counter", "rule event messages, by type");
+    for (const auto& [type, n] : {std::pair<const char*, int64_t>{"new", ev->opened.load()}, {"update", ev->updated.load()},
+                                  {"end", ev->ended.load()}}) {
+      t.sample("vc_events_total", fmt::format("type=\"{}\"", type), double(n));
+    }
+    t.family("vc_event_clips_total", "counter", "event clips written whole");
+    t.sample("vc_event_clips_total", "", double(ev->clips.load()));
+    t.family("vc_event_clip_bytes_total", "counter", "bytes of the event clips written");
+    t.sample("vc_event_clip_bytes_total", "", double(ev->clip_bytes.load()));
+    t.family("vc_event_snapshots_total", "counter", "event snapshots written");
+    t.sample("vc_event_snapshots_total", "", double(ev->snapshots.load()));
+    t.family("vc_event_failures_total", "counter", "event files that could not be written (a full disk)");
+    t.sample("vc_event_failures_total", "", double(ev->failures.load()));
+    t.family("vc_event_dropped_total", "counter", "event file jobs dropped: the writer was too far behind");
+    t.sample("vc_event_dropped_total", "", double(ev->dropped.load()));
+    t.family("vc_event_buffer_bytes", "gauge", "compressed video held for clips, every stream together");
+    t.sample("vc_event_buffer_bytes", "", double(ev->buffer_bytes.load()));
+  }
   return std::move(t).str();
 }
 

@@ -22,6 +22,8 @@ class RunControl {
   [[nodiscard]] virtual const EngineStats& engine() const = 0;
   // Each result sink's drops and connection.
   [[nodiscard]] virtual std::vector<SinkStatus> sinks() const = 0;
+  // The event rules' counters; null when the run has no rules.
+  [[nodiscard]] virtual const EventStats* events() const = 0;
   // "cuDNN (NVIDIA H200)", "CPU reference"
   [[nodiscard]] virtual std::string engine_name() const = 0;
   // The GPU the engine runs on, -1 for the CPU engine.

@@ -23,6 +23,7 @@ struct FrameResult {
   std::string source;       // the input (file, URI, device) or, for images, the image's file
   int64_t frame = 0;
   int64_t pts_ns = -1;
+  int64_t captured_ns = 0;  // steady-clock time the frame was received
   std::vector<inference::Prediction> top;
   inference::Prediction smoothed;  // index -1 when there is none (images are not smoothed)
   bool uncertain = false;
@@ -33,8 +34,26 @@ struct FrameResult {
   StageTimes stages;
 };
 
+// An event a rule opened (pipeline/events/): what was seen, when, how surely, and where its clip and snapshot are.
+// Sent when it opens ("new"), while it lasts ("update") and when it ends ("end").
+struct RuleEvent {
+  std::string type;           // "new", "update", "end"
+  std::string id;             // unique: STREAM-RULE-START(UTC)-N
+  std::string rule, label;    // the rule; the label at the peak
+  int64_t start_ns = -1;      // on the stream's timeline (pts), when the rule started to hold
+  int64_t end_ns = -1;        // when it stopped holding (-1 while open)
+  std::string start_time;     // wall clock, ISO 8601 UTC
+  std::string end_time;       // "" while open
+  float peak_score = 0;       // the highest smoothed score while it held
+  int64_t peak_frame = -1;
+  int64_t peak_ns = -1;
+  std::string clip, snapshot, thumbnail;  // files ("" when none is made); the clip grows until post_s after the end
+  int64_t clip_start_ns = -1; // the stream time of the clip's time 0 (its timestamps + this = the stream's)
+  std::string reason;         // "end": why it ended ("released", "max_duration", "stream ended")
+};
+
 struct StreamEvent {
-  enum class Kind { LabelChange, StreamDown, StreamUp, StreamEnd };
+  enum class Kind { LabelChange, StreamDown, StreamUp, StreamEnd, Rule };
   Kind kind = Kind::LabelChange;
   int stream = 0;
   std::string stream_name;
@@ -45,6 +64,7 @@ struct StreamEvent {
   std::string to;                   // label_change: new label
   std::string reason;               // stream_down / stream_end: why ("end of file", the error)
   int64_t attempt = 0;              // stream_down: the restart attempt about to be made
+  RuleEvent rule;                   // rule: the event
 };
 
 constexpr const char* event_name(StreamEvent::Kind k) {
@@ -53,6 +73,7 @@ constexpr const char* event_name(StreamEvent::Kind k) {
     case StreamEvent::Kind::StreamDown: return "stream_down";
     case StreamEvent::Kind::StreamUp: return "stream_up";
     case StreamEvent::Kind::StreamEnd: return "stream_end";
+    case StreamEvent::Kind::Rule: return "rule";
   }
   return "?";
 }

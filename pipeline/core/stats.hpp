@@ -73,6 +73,7 @@ struct StreamStats {
   std::atomic<int64_t> first_frame_ns{0};
   std::atomic<int64_t> last_result_ns{0};
   std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)
+  std::atomic<int64_t> events{0};         // rule events opened on this stream
   mutable std::mutex text_mutex;          // guards decoder and error
   std::string decoder;                    // decoder element in use
   std::string error;                      // why the stream failed, "" if it did not
@@ -89,6 +90,14 @@ struct StreamStats {
   [[nodiscard]] std::string error_text() const;
   // Frames per second over the stream's whole life so far (frames / seconds from first frame to last result).
   [[nodiscard]] double average_fps() const;
+};
+
+// The event rules' side (pipeline/events/): events by what happened to them, clips and snapshots written, their
+// bytes, what failed (a full disk) and what a full writer queue dropped.
+struct EventStats {
+  std::atomic<int64_t> opened{0}, updated{0}, ended{0};
+  std::atomic<int64_t> clips{0}, clip_bytes{0}, snapshots{0}, failures{0}, dropped{0};
+  std::atomic<int64_t> buffer_bytes{0};   // packets held for clips, every stream together
 };
 
 // The engine's side: batches, their sizes and how long each took (submit to logits back), and readiness.

@@ -15,6 +15,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "pipeline/outputs/appsrc_feed.hpp"
 #include "pipeline/sources/gst_probe.hpp"
 #include "pipeline/sources/gst_util.hpp"
 
@@ -70,20 +71,6 @@ GstBuffer* wrap(const OutputFrame& f, double fps) {
   return buffer;
 }
 
-// The bus's first error as the exception it is: a write failure (disk full) loses data (IoError).
-[[noreturn]] void throw_output_error(GstMessage* m, const std::string& what) {
-  GError* error = nullptr;
-  gst_message_parse_error(m, &error, nullptr);
-  const bool write = error && error->domain == GST_RESOURCE_ERROR &&
-                     (error->code == GST_RESOURCE_ERROR_WRITE || error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT ||
-                      error->code == GST_RESOURCE_ERROR_OPEN_WRITE || error->code == GST_RESOURCE_ERROR_CLOSE);
-  const bool full = error && error->domain == GST_RESOURCE_ERROR && error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT;
-  if (error) g_error_free(error);
-  const auto message = fmt::format("{}: {}{}", what, full ? "the disk is full, the video cannot be written: " : "",
-                                   describe_error(m));
-  if (write) throw IoError(message);
-  throw UnavailableError(message);
-}
 
 // appsrc -> … : the file and display outputs.
 class PipelineOutput : public VideoOutput {
@@ -143,24 +130,12 @@ class PipelineOutput : public VideoOutput {
   GstElement* pipeline() const { return pipeline_.get(); }
 
   void wait_for_room() {
-    const guint64 limit = gst_app_src_get_max_bytes(GST_APP_SRC(src_));
-    guint64 level = gst_app_src_get_current_level_bytes(GST_APP_SRC(src_));
-    auto progress = Clock::now();
-    while (level >= limit) {
-      if (MessagePtr m{gst_bus_timed_pop_filtered(bus_.get(), 20 * GST_MSECOND, GST_MESSAGE_ERROR)}) {
-        finished_ = true;
-        failed();
-        throw_output_error(m.get(), what_);
-      }
-      const guint64 now_level = gst_app_src_get_current_level_bytes(GST_APP_SRC(src_));
-      if (now_level < level) progress = Clock::now();
-      level = now_level;
-      if (Clock::now() - progress > kStuck) {
-        finished_ = true;
-        failed();
-        throw IoError(fmt::format("{}: the encoder took no frame for {} s", what_,
-                                  std::chrono::duration_cast<std::chrono::seconds>(kStuck).count()));
-      }
+    try {
+      pipeline::wait_for_room(src_, bus_.get(), what_, kStuck);
+    } catch (...) {
+      finished_ = true;
+      failed();
+      throw;
     }
   }
 
@@ -443,7 +418,7 @@ class ImagesOutput final : public VideoOutput {
     }
     auto fext = fs::path(file).extension().string();
     std::transform(fext.begin(), fext.end(), fext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    write_image(f, file, fext == ".png");
+    write_image_file(f.bgr, file, fext == ".png");
     ++frames_;
   }
   void finish() override {
@@ -454,24 +429,6 @@ class ImagesOutput final : public VideoOutput {
   int64_t frames() const override { return frames_; }
 
  private:
-  static void write_image(const OutputFrame& f, const std::string& file, bool png) {
-    PipelinePtr p = make_pipeline(nullptr);
-    GstElement* src = add_appsrc(p.get(), f.bgr.cols, f.bgr.rows, 1, false);
-    GstElement* sink = add_element(p.get(), "filesink");
-    g_object_set(sink, "location", file.c_str(), nullptr);
-    link_chain({src, add_element(p.get(), "videoconvert"), add_element(p.get(), png ? "pngenc" : "jpegenc"), sink});
-    BusPtr bus(gst_element_get_bus(p.get()));
-    if (gst_element_set_state(p.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-      throw CantCreateError(fmt::format("{}: cannot write the image", file));
-    }
-    OutputFrame one = f;
-    one.pts_ns = 0;
-    gst_app_src_push_buffer(GST_APP_SRC(src), wrap(one, 1));
-    gst_app_src_end_of_stream(GST_APP_SRC(src));
-    MessagePtr m{gst_bus_timed_pop_filtered(bus.get(), 30 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR))};
-    if (!m) throw IoError(fmt::format("{}: the image was not written within 30 s", file));
-    if (GST_MESSAGE_TYPE(m.get()) == GST_MESSAGE_ERROR) throw_output_error(m.get(), file);
-  }
 
   std::string target_;
   bool reported_ = false;

@@ -275,6 +275,7 @@ void MqttSink::event(const StreamEvent& e) {
       state["state"] = "ended";
       state["reason"] = e.reason;
       break;
+    case StreamEvent::Kind::Rule: return;  // the stream's state is unchanged: the event went to PREFIX/STREAM/event
   }
   enqueue({topic(e.stream_name, "state"), state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 1, true});
 }

@@ -70,7 +70,23 @@ std::string to_json(const FrameResult& r, bool timing) {
 
 std::string to_json(const StreamEvent& e) {
   json line = {{"event", event_name(e.kind)}, {"stream", e.stream_name}, {"source", e.source}};
-  if (e.kind == StreamEvent::Kind::LabelChange) {
+  if (e.kind == StreamEvent::Kind::Rule) {
+    const auto& r = e.rule;
+    line["type"] = r.type;
+    line["id"] = r.id;
+    line["rule"] = r.rule;
+    line["label"] = r.label;
+    line["start"] = seconds(r.start_ns);
+    line["start_time"] = r.start_time;
+    line["end"] = seconds(r.end_ns);
+    line["end_time"] = r.end_time.empty() ? json() : json(r.end_time);
+    line["peak"] = {{"score", rounded(r.peak_score, 1e6)}, {"frame", r.peak_frame}, {"pts", seconds(r.peak_ns)}};
+    line["clip"] = r.clip.empty() ? json() : json(r.clip);
+    line["clip_start"] = seconds(r.clip_start_ns);
+    line["snapshot"] = r.snapshot.empty() ? json() : json(r.snapshot);
+    line["thumbnail"] = r.thumbnail.empty() ? json() : json(r.thumbnail);
+    if (!r.reason.empty()) line["reason"] = r.reason;
+  } else if (e.kind == StreamEvent::Kind::LabelChange) {
     line["frame"] = e.frame;
     line["pts"] = seconds(e.pts_ns);
     line["from"] = e.from ? json(*e.from) : json();

@@ -13,6 +13,7 @@
 #include "config/errors.hpp"
 #include "inference/cuda/gpu_info.hpp"
 #include "pipeline/sources/gst_probe.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
 
@@ -74,6 +75,28 @@ bool is_cuda_buffer(GstBuffer* buffer) {
   }();
   (void)init;
   return gst_buffer_n_memory(buffer) > 0 && gst_is_cuda_memory(gst_buffer_peek_memory(buffer, 0));
+}
+
+Frame in_host_memory(const Frame& frame) {
+  if (frame.view.memory == inference::MemoryKind::Host) return frame;
+  const auto mapped = std::static_pointer_cast<const MappedSample>(frame.holder);
+  if (!mapped || !mapped->sample) throw InternalError("a frame in GPU memory without its sample");
+  auto host = std::make_shared<MappedSample>();
+  host->sample.reset(gst_sample_ref(mapped->sample.get()));
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, gst_sample_get_caps(host->sample.get())) ||
+      !gst_video_frame_map(&host->frame, &info, gst_sample_get_buffer(host->sample.get()), GST_MAP_READ)) {
+    throw InternalError("a frame in GPU memory could not be read on the CPU");
+  }
+  host->mapped = true;
+  Frame out = frame;
+  for (int i = 0; i < int(GST_VIDEO_FRAME_N_PLANES(&host->frame)) && i < 3; ++i) {
+    out.view.planes[i] = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&host->frame, i));
+    out.view.strides[i] = GST_VIDEO_FRAME_PLANE_STRIDE(&host->frame, i);
+  }
+  out.view.memory = inference::MemoryKind::Host;
+  out.holder = std::move(host);
+  return out;
 }
 
 }  // namespace vc::pipeline

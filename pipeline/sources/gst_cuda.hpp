@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "pipeline/core/frame.hpp"
+
 namespace vc::pipeline {
 
 // A GstContext ("gst.cuda.context") that wraps the primary CUDA context of `device` — the one the CUDA runtime,
@@ -30,5 +32,9 @@ GpuFrameSync gpu_frame_sync();
 // Waits for the work still pending on each CUDA memory of `buffer` (GStreamer >= 1.24; nothing before). Call before
 // reading a decoded frame in GPU memory.
 void sync_cuda_buffer(GstBuffer* buffer);
+
+// The frame in host memory: the frame itself when it is there; an NVDEC frame in GPU memory is downloaded (GStreamer
+// maps its CUDA memory for reading on the CPU). Throws vc::InternalError when that cannot be done.
+Frame in_host_memory(const Frame& frame);
 
 }  // namespace vc::pipeline

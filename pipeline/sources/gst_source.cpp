@@ -20,16 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A sample mapped as a video frame; unmapped and released together, when the last holder of the frame lets go.
-struct MappedSample {
-  SamplePtr sample;
-  GstVideoFrame frame{};
-  bool mapped = false;
-  ~MappedSample() {
-    if (mapped) gst_video_frame_unmap(&frame);
-  }
-};
-
 std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f) {
   using inference::PixelFormat;
   switch (f) {
@@ -196,7 +186,13 @@ void GstSource::build() {
       GstCaps* caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr);
       if (in.width > 0) gst_caps_set_simple(caps, "width", G_TYPE_INT, in.width, "height", G_TYPE_INT, in.height, nullptr);
       if (in.fps > 0) gst_caps_set_simple(caps, "framerate", GST_TYPE_FRACTION, int(in.fps * 1000 + 0.5), 1000, nullptr);
-      link_chain({src, add_capsfilter(p, caps), appsink_});
+      if (spec_.on_packet) {  // no compressed video of its own: an encoder makes packets for event clips
+        GstElement* tee = add_element(p, "tee");
+        link_chain({src, add_capsfilter(p, caps), tee, add_element(p, "queue"), appsink_});
+        add_packet_branch(tee);
+      } else {
+        link_chain({src, add_capsfilter(p, caps), appsink_});
+      }
       fps_ = in.fps > 0 ? in.fps : 30.0;
       video_linked_ = true;
       break;
@@ -357,6 +353,12 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0 &&
                  format.chroma == "4:2:0" && !format.interlaced && gpu_frame_sync().usable;
   }
+  if (media == "video/x-raw" && spec_.on_packet) {  // a raw camera: an encoder makes packets for event clips
+    GstElement* tee = add_element(p, "tee");
+    chain.push_back(tee);
+    chain.push_back(add_element(p, "queue"));
+    add_packet_branch(tee);
+  }
   if (gpu_output) {
     chain.push_back(add_capsfilter(
         p, gst_caps_from_string("video/x-raw(memory:CUDAMemory), format=(string){ NV12, P010_10LE }")));
@@ -387,11 +389,13 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
 void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
   static const char* const one_to_one[] = {"H.264", "H.265", "MPEG-2", "MPEG-4", "JPEG"};
   one_to_one_ = !format.interlaced && std::find(std::begin(one_to_one), std::end(one_to_one), format.codec) != std::end(one_to_one);
+  // Each access unit into the decoder is counted, and handed to the packet sink (event clips) as it is.
   PadPtr in(gst_element_get_static_pad(decoder, "sink"));
-  gst_pad_add_probe(in.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad*, GstPadProbeInfo* info, gpointer self) {
-    if (!GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info), GST_BUFFER_FLAG_HEADER)) {
-      ++static_cast<GstSource*>(self)->decoder_in_;
-    }
+  gst_pad_add_probe(in.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad* pad, GstPadProbeInfo* info, gpointer self) {
+    auto* source = static_cast<GstSource*>(self);
+    GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_HEADER)) ++source->decoder_in_;
+    if (source->spec_.on_packet) source->spec_.on_packet(make_packet(buffer, source->packet_caps(pad)));
     return GST_PAD_PROBE_OK;
   }, this, nullptr);
   // A picture the decoder flags corrupt, or the first after a decode error (GstVideoDecoder marks it DISCONT), is

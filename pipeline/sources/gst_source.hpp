@@ -23,6 +23,7 @@
 #include "pipeline/core/frame.hpp"
 #include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_util.hpp"
+#include "pipeline/sources/packets.hpp"
 
 namespace vc::pipeline {
 
@@ -39,6 +40,7 @@ struct SourceSpec {
   std::string image_file;              // kind image: the one file this source decodes
   bool gpu_frames = false;             // NVDEC output may stay in GPU memory (a CUDA engine, no video output)
   GstContext* cuda_context = nullptr;  // the engine's CUDA context for NVDEC (borrowed; needed for gpu_frames)
+  PacketSink on_packet;                // the compressed video before the decoder (raw video: encoded for it); may be empty
 };
 
 class GstSource {
@@ -89,7 +91,9 @@ class GstSource {
   GstFlowReturn on_sample(GstElement* appsink);
   void on_tags(GstEvent* tag_event);  // streaming thread
   void count_decoder(GstElement* decoder, const StreamFormat& format);
+  GstElement* add_packet_branch(GstElement* tee);  // raw video: an encoder whose packets go to on_packet
   bool take_damaged(GstClockTime pts);
+  std::shared_ptr<GstCaps> packet_caps(GstPad* pad);
   void fail(ExitCode code, std::string message);  // any thread: recorded, poll() reports it
   [[nodiscard]] std::string network_uri() const;  // the URI of a network source, "" for any other
 
@@ -111,6 +115,7 @@ class GstSource {
   std::atomic<bool> next_damaged_{false};  // the decoder's last output picture was damaged: the frame carries it
   mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_
   std::deque<GstClockTime> damaged_pts_;  // damaged pictures on their way from the decoder to the appsink
+  std::shared_ptr<GstCaps> packet_caps_;  // the packets' caps (a streaming thread's only)
   std::string decoder_;
   std::optional<Failure> pending_failure_;
   Failure failure_;

@@ -3,6 +3,7 @@
 // pipeline syntax.
 #pragma once
 #include <gst/gst.h>
+#include <gst/video/video.h>
 
 #include <initializer_list>
 #include <memory>
@@ -32,6 +33,16 @@ struct SampleUnref {
   }
 };
 using SamplePtr = std::unique_ptr<GstSample, SampleUnref>;
+
+// A sample mapped as a video frame; unmapped and released together, when the last holder of the frame lets go.
+struct MappedSample {
+  SamplePtr sample;
+  GstVideoFrame frame{};
+  bool mapped = false;
+  ~MappedSample() {
+    if (mapped) gst_video_frame_unmap(&frame);
+  }
+};
 
 struct CapsUnref {
   void operator()(GstCaps* c) const {

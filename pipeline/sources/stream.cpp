@@ -84,7 +84,7 @@ bool Stream::finished() const {
 std::optional<Failure> Stream::failure() const { return failure_; }
 
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
-  SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context.get()};
+  SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context.get(), env_.on_packet};
   pass_frames_ = 0;
   last_pts_ = -1;
   return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });

@@ -34,6 +34,7 @@ struct StreamEnvironment {
   std::function<void(StreamEvent)> on_event;    // called from the stream's thread; may be empty
   std::shared_ptr<GstContext> cuda_context;     // shared with NVDEC when frames may stay on the GPU; may be null
   std::shared_ptr<const std::atomic<bool>> stop;
+  PacketSink on_packet;                         // the compressed video, for event clips; may be empty
 };
 
 // A GstContext reference held jointly (gst_context_unref when the last holder lets go).
@@ -47,6 +48,8 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
+  // Where the source's compressed video goes (event clips); before start().
+  void set_packet_sink(PacketSink sink) { env_.on_packet = std::move(sink); }
   // Opens the source (so that a missing file or camera fails the run at once, with its message and exit code)
   // and starts supervising it on the stream's thread.
   void start();

@@ -1,7 +1,8 @@
 // An engine for tests of the run itself (runner.hpp's classifier seam): no network, the logits a function of the
-// frame's stream and index, as many batches in flight as asked, and a hook that runs before each batch — where a
+// batch's number (or of what the frame shows: logits_of), as many batches in flight as asked, and a hook that runs before each batch — where a
 // test holds the engine back until what it wants to see has happened (latches, never sleeps).
 #pragma once
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <string>
@@ -25,7 +26,14 @@ class FakeClassifier final : public inference::Classifier {
     if (before_batch) before_batch(batches_);
     ++batches_;
     std::vector<float> logits(frames.size() * size_t(num_classes_), 0.f);
-    for (size_t i = 0; i < frames.size(); ++i) logits[i * size_t(num_classes_) + size_t(batches_ % num_classes_)] = 5.f;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (logits_of) {
+        const auto l = logits_of(frames[i]);
+        std::copy(l.begin(), l.begin() + std::min<long>(long(l.size()), num_classes_), logits.begin() + long(i) * num_classes_);
+      } else {
+        logits[i * size_t(num_classes_) + size_t(batches_ % num_classes_)] = 5.f;
+      }
+    }
     pending_.push_back(std::move(logits));
   }
   bool ready() override { return !pending_.empty(); }
@@ -35,6 +43,8 @@ class FakeClassifier final : public inference::Classifier {
   }
 
   std::function<void(int batch)> before_batch;  // called on the inference thread before batch `batch` starts
+  // The logits of one frame, from what it shows (host memory frames); unset: the batch number's class.
+  std::function<std::vector<float>(const inference::FrameView&)> logits_of;
 
  private:
   int in_flight_, batch_;

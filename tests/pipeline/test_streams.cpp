@@ -166,8 +166,8 @@ TEST_CASE("sources torn down while frames are in flight, many times: no hang, no
     file.name = "file";
     // Frames outlive their sources here (declared first, destroyed last), as frames in a batch in flight do.
     std::vector<std::vector<pipeline::Frame>> held;
-    pipeline::Stream a(0, live, false, {hub, nullptr, nullptr, stop});
-    pipeline::Stream b(1, file, false, {hub, nullptr, nullptr, stop});
+    pipeline::Stream a(0, live, false, {hub, nullptr, nullptr, stop, nullptr});
+    pipeline::Stream b(1, file, false, {hub, nullptr, nullptr, stop, nullptr});
     a.start();
     b.start();
     // Take a few batches (holding their frames, as the engine would), then stop with frames still queued.
@@ -198,7 +198,7 @@ TEST_CASE("a file held back by a slow engine is not a stalled source: its watchd
   in.path = file;
   in.name = "held-back";
   in.stall_timeout_s = 1;
-  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr});
   s.start();
   std::this_thread::sleep_for(2500ms);
   int64_t n = 0;

@@ -212,6 +212,7 @@ struct IdleRun final : pipeline::RunControl {
   std::vector<std::shared_ptr<const pipeline::StreamStats>> streams() const override { return {stream}; }
   const pipeline::EngineStats& engine() const override { return stats; }
   std::vector<pipeline::SinkStatus> sinks() const override { return {}; }
+  const pipeline::EventStats* events() const override { return nullptr; }
   std::string engine_name() const override { return "CPU reference"; }
   int cuda_device() const override { return -1; }
 };
