@@ -162,7 +162,7 @@ struct Metrics {
 // A rule that turns what a stream shows into events a person can act on (pipeline/events/).
 struct EventRule {
   std::string name;
-  std::vector<std::string> labels;        // any of these, as the smoothed label
+  std::vector<std::string> labels;        // any of these, as the smoothed label ("*": any label)
   std::vector<std::string> streams;       // empty = every stream
   double min_confidence = 0.5;            // the smoothed score it must have
   double min_duration_s = 1;              // how long it must hold before an event opens

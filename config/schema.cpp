@@ -298,7 +298,7 @@ Field string_list(std::string path, std::vector<std::string>* field, std::string
 std::vector<Field> rule_fields(EventRule& r) {
   return {
       text("name", &r.name, "the rule's name (events, clips and topics carry it)"),
-      string_list("labels", &r.labels, "the labels that make it hold (any of them, as the smoothed label)"),
+      string_list("labels", &r.labels, "the labels that make it hold (any of them, as the smoothed label; '*' = any label)"),
       string_list("streams", &r.streams, "the streams it watches; empty = every stream"),
       number("min_confidence", &r.min_confidence, 0.0, 1.0, "the smoothed score a label must have"),
       number("min_duration_s", &r.min_duration_s, 0.0, 3600.0, "how long it must hold before an event opens"),

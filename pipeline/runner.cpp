@@ -410,6 +410,10 @@ class Runner::Impl final : public RunControl {
       if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
     }
     if (event_stage_) {
+      summary.event_count = event_stats_.opened;
+      summary.event_clips = event_stats_.clips;
+      summary.event_clip_bytes = event_stats_.clip_bytes;
+      summary.event_failures = event_stats_.failures + event_stats_.dropped;
       summary.events = fmt::format("{} event(s), {} clip(s), {} snapshot(s) in {}", event_stats_.opened.load(),
                                    event_stats_.clips.load(), event_stats_.snapshots.load(), cfg_.events.dir);
     }

@@ -16,6 +16,8 @@
 #              (e.g. "--branches serial;--max-plans 64 --batches 1"), each into bench-variant-N.{log,json}
 #   rss        scripts/rss-per-restart.sh with the cuDNN engine, NVDEC then CPU decoding (VC_RSS_RESTARTS, default 6)
 #   pipeline   tools/bench/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
+#   events     bench_pipeline's live run of 64 1080p30 streams, then again with an event rule firing on every stream
+#              every few seconds (clips, snapshots): drops, p99 and the CPU that recording costs (not in the default)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options.
@@ -164,6 +166,11 @@ if want pipeline; then
   # shellcheck disable=SC2086
   bench_pipeline --app "$(command -v video-classifier)" --json "$out/bench_pipeline.json" --log-dir "$out/separate" ${VC_PIPELINE_ARGS:-} 2>&1 |
     tee "$out/bench_pipeline.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want events; then
+  stage "events: 64 live streams, recording on every stream every few seconds"
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds 30 --events \
+    --json "$out/bench_events.json" 2>&1 | tee "$out/bench_events.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want sanitizer; then
   stage "compute-sanitizer (memcheck, racecheck) over the GPU tests"

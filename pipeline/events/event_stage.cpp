@@ -92,7 +92,7 @@ EventStage::EventStage(const config::Config& cfg, std::vector<StreamStats*> stre
   for (size_t i = 0; i < rules_.size(); ++i) {
     const auto& rule = rules_[i];
     for (const auto& label : rule.labels) {
-      if (!labels.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) {
+      if (label != "*" && !labels.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) {
         std::vector<std::string> shown(labels.begin(), labels.begin() + long(std::min<size_t>(labels.size(), 12)));
         throw ConfigError(fmt::format("events.rules[{}] ({}): '{}' is not a label of the model (its labels: {}{})", i,
                                       rule.name, label, fmt::join(shown, ", "), labels.size() > shown.size() ? ", …" : ""));

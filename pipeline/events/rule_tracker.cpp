@@ -14,7 +14,7 @@ RuleTracker::RuleTracker(config::EventRule rule, double release_s, double update
 
 bool RuleTracker::holds(const FrameResult& r) const {
   if (!r.finite || r.uncertain || r.smoothed.index < 0 || r.smoothed.score < rule_.min_confidence) return false;
-  return std::find(rule_.labels.begin(), rule_.labels.end(), r.smoothed.label) != rule_.labels.end();
+  return std::any_of(rule_.labels.begin(), rule_.labels.end(), [&](const std::string& l) { return l == "*" || l == r.smoothed.label; });
 }
 
 RuleTracker::Change RuleTracker::end(int64_t end_ns, const char* reason, int64_t cooldown_from_ns) {
