@@ -27,7 +27,7 @@ void apply_shard(config::Config& c, const std::string& spec) {
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     if (int(i % size_t(count)) == index) mine.push_back(c.inputs[i]);
   }
-  if (mine.empty()) {
+  if (mine.empty() && !c.api.enabled) {  // (a service may start with none: its streams come over the API)
     throw UsageError(fmt::format("--shard {}: no stream of the {} falls to this shard", spec, c.inputs.size()));
   }
   c.inputs = std::move(mine);

@@ -1,13 +1,15 @@
 // The app's commands other than doctor: classify (run), config, evaluate.
 #pragma once
+#include <functional>
 #include <ostream>
 
 #include "app/cli.hpp"
 
 namespace vc::app {
 
-// Runs the configured input through the engine to the configured outputs. Returns the exit code.
-int classify(const config::Config& config);
+// Runs the configured input through the engine to the configured outputs. Returns the exit code. `reload` reads the
+// configuration again (the command line as given): with api.enabled, SIGHUP brings the streams in line with it.
+int classify(const config::Config& config, std::function<config::Config()> reload = nullptr);
 
 // Prints the effective configuration (or, with --keys, every key with its default and meaning).
 int print_config(const CommandLine& cl, std::ostream& out);

@@ -33,7 +33,11 @@ int main(int argc, char** argv) {
     if (cl.command == "config") return vc::app::print_config(cl, std::cout);
     if (cl.command == "evaluate") return vc::app::evaluate(cl, std::cout);
     if (cl.command == "diagnose") return vc::app::diagnose(cl, std::cout);
-    return vc::app::classify(cl.config);
+    return vc::app::classify(cl.config, [argc, argv] {
+      auto again = vc::app::parse_command_line(argc, argv);
+      if (auto* c = std::get_if<vc::app::CommandLine>(&again)) return c->config;
+      throw vc::ConfigError("the command line no longer parses");
+    });
   } catch (const vc::Error& e) {
     vc::log::get("app")->error("{}", e.what());
     return static_cast<int>(e.code());

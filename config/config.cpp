@@ -107,7 +107,8 @@ void apply_document(Config& config, const YAML::Node& root, const std::string& o
     config.inputs = {config.input};
     return;
   }
-  if (!inputs_node.IsSequence() || inputs_node.size() == 0) {
+  // (an empty list is a service that starts with no stream: validate() allows it with api.enabled only)
+  if (!inputs_node.IsSequence()) {
     reject(where(origin, inputs_node, true), "inputs", "expected a list of input sections, got " + describe(inputs_node));
   }
   config.inputs.clear();
@@ -371,6 +372,68 @@ std::string for_stream(const std::string& path_template, const std::string& stre
     out.replace(at, 8, stream_name);
   }
   return out;
+}
+
+Input parse_input(const Config& base, const std::string& text, const std::string& origin) {
+  YAML::Node node;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: not JSON or YAML: {}", origin, e.msg));
+  }
+  if (!node.IsMap()) throw ConfigError(fmt::format("{}: expected a mapping of input keys, got {}", origin, describe(node)));
+  Config scratch = base;  // (the key bookkeeping goes here)
+  Input in = base.input;
+  in.name.clear();
+  auto fields = input_schema(in, "input");
+  apply_mapping(fields, "input", node, origin, "", scratch);
+  validate_stream(in, "input");
+  return in;
+}
+
+std::string input_yaml(const Input& input, const Input& base) {
+  // Its name, its kind and what differs from the defaults: what a person would have written.
+  Input copy = input, defaults = base;
+  const auto fields = input_schema(copy, "input");
+  const auto default_fields = input_schema(defaults, "input");
+  YAML::Node n(YAML::NodeType::Map);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto key = fields[i].path.substr(6);
+    const auto value = fields[i].get();
+    if (key == "name" || key == "kind" || flow(value) != flow(default_fields[i].get())) put(n, key, value);
+  }
+  return flow(n);
+}
+
+void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base) {
+  std::string text = "# The streams of a running video-classifier as changed over its API (api.state_file); written by it.\ninputs:\n";
+  for (const auto& in : inputs) text += "  - " + input_yaml(in, base) + "\n";
+  const auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw IoError(fmt::format("{}: cannot write the streams file", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(fmt::format("{}: cannot write the streams file: {}", path, ec.message()));
+}
+
+void load_inputs(Config& config, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw NoInputError(fmt::format("{}: cannot read the streams file", path));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: {}", path, e.msg));
+  }
+  if (!root.IsMap() || !root["inputs"] || root.size() != 1) {
+    throw ConfigError(fmt::format("{}: a streams file holds `inputs:` and nothing else", path));
+  }
+  apply_document(config, root, path, "");
+  for (size_t i = 0; i < config.inputs.size(); ++i) validate_stream(config.inputs[i], fmt::format("inputs.{}", i));
 }
 
 }  // namespace vc::config

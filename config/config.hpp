@@ -159,6 +159,20 @@ struct Metrics {
   double stall_s = 30;                    // /healthz fails when a running stream's last frame is older than this
 };
 
+// The REST API and web page (service/), on the metrics server's address and port.
+struct Api {
+  bool enabled = false;
+  std::string token_file;                 // the bearer token for changes (else VC_API_TOKEN; neither: no changes)
+  bool protect_reads = false;             // reads need the token too
+  std::vector<std::string> allowed_dirs;  // where file and image inputs added over the API may read
+  std::string state_file;                 // the streams as changed at runtime; a restart starts them
+  int max_streams = 64;                   // the run's capacity, added streams included
+  int max_body_kb = 64;
+  double rate_per_s = 10;                 // changes per second per client
+  int mjpeg_clients = 8;
+  double snapshot_interval_s = 0.5;
+};
+
 // A rule that turns what a stream shows into events a person can act on (pipeline/events/).
 struct EventRule {
   std::string name;
@@ -197,6 +211,7 @@ struct Config {
   Logging logging;
   Mqtt mqtt;
   Metrics metrics;
+  Api api;
   Events events;
   // The key paths a file, flag or --set gave (e.g. "model.input_size"), each with where it came from ("config.yaml",
   // "--set", "--input"); a key set on one stream ("inputs.2.fps") is recorded as "input.fps" too.
@@ -250,6 +265,20 @@ bool single_image_output(const std::string& path);
 
 // A stream's name put into a path or topic template: "out/{stream}.mp4" -> "out/cam1.mp4".
 std::string for_stream(const std::string& path_template, const std::string& stream_name);
+
+// One stream's own checks (what validate() does for each entry of inputs:), its name required. Throws vc::ConfigError.
+void validate_stream(const Input& input, const std::string& key);
+// One stream from a mapping of input keys (YAML or JSON text, e.g. a request's body), on `base`'s `input:` defaults,
+// checked as an entry of `inputs:` is (the same errors); its name is required. Throws vc::ConfigError.
+Input parse_input(const Config& base, const std::string& text, const std::string& origin);
+// A stream as the mapping of its keys (flow YAML; parse_input reads it back on `base`): its name, its kind and the
+// keys whose values differ from `base`'s (the config's `input:` defaults).
+std::string input_yaml(const Input& input, const Input& base = Input{});
+// The streams file (api.state_file): `inputs:` as a YAML list. save: written whole or not at all (a temporary file
+// renamed). load: replaces config.inputs, each stream checked as in a config file. Throws vc::IoError /
+// vc::ConfigError.
+void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base = Input{});
+void load_inputs(Config& config, const std::string& path);
 
 }  // namespace vc::config
 

@@ -50,7 +50,12 @@ struct IoError : Error {
   explicit IoError(const std::string& w) : Error(ExitCode::kIoError, w) {}
 };
 struct ConfigError : Error {
-  explicit ConfigError(const std::string& w) : Error(ExitCode::kConfig, w) {}
+  // `key`: the key at fault ("input.path"), when one is (the service's API returns it).
+  explicit ConfigError(const std::string& w, std::string key = {}) : Error(ExitCode::kConfig, w), key_(std::move(key)) {}
+  [[nodiscard]] const std::string& key() const noexcept { return key_; }
+
+ private:
+  std::string key_;
 };
 
 }  // namespace vc

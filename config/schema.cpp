@@ -80,7 +80,7 @@ std::string where(const std::string& origin, const YAML::Node& node, bool has_ma
 }
 
 [[noreturn]] void reject(const std::string& at, const std::string& path, const std::string& why) {
-  throw ConfigError(fmt::format("{}: {}: {}", at, path, why));
+  throw ConfigError(fmt::format("{}: {}: {}", at, path, why), path);
 }
 
 std::string describe(const YAML::Node& node) {
@@ -266,6 +266,23 @@ Field int_map(std::string path, std::map<std::string, int>* field, std::string d
       if (value[key] < 0) reject(ctx.at, p + "." + key, "an algorithm number is >= 0");
     }
     *field = std::move(value);
+  };
+  return f;
+}
+
+Field string_list(std::string path, std::vector<std::string>* field, std::string description);
+
+// A list of folders: each relative one taken from the config file's folder, as path() does.
+Field path_list(std::string key, std::vector<std::string>* field, std::string description) {
+  Field f = string_list(std::move(key), field, std::move(description));
+  auto plain = f.set;
+  f.set = [field, plain](const YAML::Node& node, const SetContext& ctx) {
+    plain(node, ctx);
+    for (auto& p : *field) {
+      if (!ctx.base_dir.empty() && !p.empty() && p.rfind("~/", 0) != 0 && fs::path(p).is_relative()) {
+        p = (fs::path(ctx.base_dir) / p).lexically_normal().string();
+      }
+    }
   };
   return f;
 }
@@ -498,6 +515,22 @@ std::vector<Field> schema(Config& c) {
              "delete the event files this app wrote once older than this; 0 = keep"),
       number("events.retain.max_gib", &c.events.retain_gib, 0.0, 1e6,
              "keep the event files this app wrote under this size, the oldest deleted first; 0 = no limit"),
+
+      boolean("api.enabled", &c.api.enabled,
+              "the REST API and the web page on the metrics server's port (streams added and removed while it runs; "
+              "the run lasts until stopped)"),
+      path("api.token_file", &c.api.token_file,
+           "a file holding the bearer token every change needs (or VC_API_TOKEN); none: changes are refused"),
+      boolean("api.protect_reads", &c.api.protect_reads, "reads need the token too"),
+      path_list("api.allowed_dirs", &c.api.allowed_dirs, "the folders file and image inputs added over the API may read"),
+      path("api.state_file", &c.api.state_file,
+           "the streams as changed over the API, kept here: a restart starts them (empty = not kept)"),
+      number("api.max_streams", &c.api.max_streams, 1, 4096, "the most streams the run may have, added ones included"),
+      number("api.max_body_kb", &c.api.max_body_kb, 1, 1024, "the largest request body (KiB): larger is refused (413)"),
+      number("api.rate_per_s", &c.api.rate_per_s, 0.1, 10000.0, "changes per second a client may make (beyond: 429)"),
+      number("api.mjpeg_clients", &c.api.mjpeg_clients, 0, 256, "live.mjpeg viewers at once (beyond: 503)"),
+      number("api.snapshot_interval_s", &c.api.snapshot_interval_s, 0.05, 60.0,
+             "a stream's snapshot is made at most this often; requests in between get the last one"),
 
       boolean("metrics.enabled", &c.metrics.enabled, "serve /metrics (Prometheus), /healthz and /readyz over HTTP"),
       text("metrics.address", &c.metrics.address, "address to listen on"),

@@ -77,8 +77,19 @@ void set_rtsp(Config& c, const std::string& spec) {
 
 }  // namespace
 
+void validate_stream(const Input& in, const std::string& key) {
+  validate_input(in, key);
+  if (in.name.empty()) throw ConfigError(fmt::format("{}.name: required (it names the stream's files, topics and URLs)", key), key + ".name");
+  if (!valid_stream_name(in.name)) {
+    throw ConfigError(fmt::format("{}.name: '{}' must be 1-64 letters, digits, '_', '-' or '.' (not only dots): it "
+                                  "names files, topics and URLs", key, in.name), key + ".name");
+  }
+}
+
 void validate(Config& c) {
-  if (c.inputs.empty()) throw ConfigError("inputs: at least one input is needed");
+  if (c.inputs.empty() && !c.api.enabled) {
+    throw ConfigError("inputs: at least one input is needed (or api.enabled: true, to add streams while it runs)");
+  }
   std::set<std::string> names;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     auto& in = c.inputs[i];
@@ -92,15 +103,17 @@ void validate(Config& c) {
     if (!names.insert(in.name).second) throw ConfigError(fmt::format("{}.name: '{}' names two streams", key, in.name));
   }
   const auto& o = c.output;
-  const bool several = c.inputs.size() > 1;
+  const bool several = c.inputs.size() > 1 || c.api.enabled;  // (streams may be added over the API)
   if (o.kind == OutputKind::File) {
     if (o.path.empty()) throw ConfigError("output.path: required when output.kind is file");
     if (!ends_with_any(o.path, {".mp4", ".mkv", ".mov"})) {
       throw ConfigError(fmt::format("output.path: '{}' must end in .mp4, .mkv or .mov (output.kind file)", o.path));
     }
     if (several && !o.tiled && o.path.find("{stream}") == std::string::npos) {
-      throw ConfigError(fmt::format("output.path: {} streams cannot share '{}': put {{stream}} in the path (one file per "
-                                    "stream) or set output.tiled: true (one mosaic)", c.inputs.size(), o.path));
+      throw ConfigError(fmt::format("output.path: {} cannot share '{}': put {{stream}} in the path (one file per "
+                                    "stream) or set output.tiled: true (one mosaic)",
+                                    c.api.enabled ? "streams added over the API" : fmt::format("{} streams", c.inputs.size()),
+                                    o.path), "output.path");
     }
   }
   if (o.kind == OutputKind::Images && o.path.empty()) throw ConfigError("output.path: required when output.kind is images");

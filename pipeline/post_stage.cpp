@@ -19,7 +19,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono
 
 PostStage::PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
                      std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs,
-                     EventStage* events)
+                     EventStage* events, size_t capacity)
     : config_(config),
       labels_(std::move(labels)),
       num_classes_(num_classes),
@@ -29,7 +29,9 @@ PostStage::PostStage(const config::Config& config, std::vector<std::string> labe
       outputs_(outputs),
       events_(events && events->enabled() ? events : nullptr),
       queue_(4) {
-  for (size_t i = 0; i < streams_.size(); ++i) {
+  capacity = std::max(capacity, streams_.size());
+  streams_.resize(capacity, nullptr);
+  for (size_t i = 0; i < capacity; ++i) {
     state_.push_back({inference::Smoother(config.smoothing.window, float(config.smoothing.threshold)), {}, 0});
   }
   thread_ = std::thread([this] { loop(); });
@@ -45,6 +47,11 @@ PostStage::~PostStage() {
 void PostStage::submit(ClassifiedBatch batch) { queue_.push_wait(std::move(batch)); }
 void PostStage::submit(StreamEvent event) { queue_.push_wait(std::move(event)); }
 
+void PostStage::add_stream(int id, StreamStats& stats) {
+  streams_.at(size_t(id)) = &stats;
+  queue_.push_wait(StreamAdded{id, stats.name});
+}
+
 void PostStage::finish() {
   if (finished_) return;
   finished_ = true;
@@ -52,7 +59,9 @@ void PostStage::finish() {
   if (thread_.joinable()) thread_.join();
   if (events_) {  // a run stopped (Ctrl-C) with events open: they end now, and the sinks hear it
     try {
-      for (size_t s = 0; s < streams_.size(); ++s) to_sinks(events_->on_stream_end(int(s)));
+      for (size_t s = 0; s < streams_.size(); ++s) {
+        if (streams_[s]) to_sinks(events_->on_stream_end(int(s)));
+      }
     } catch (const std::exception& e) {
       fail(ExitCode::kInternal, e.what());
     }
@@ -87,6 +96,7 @@ void PostStage::fail(ExitCode code, const std::string& message) {
 }
 
 void PostStage::to_sinks(const FrameResult* r, const StreamEvent* e) {
+  if (e && event_tap_) event_tap_(*e);
   for (size_t i = 0; i < sinks_.size(); ++i) {
     if (!sink_ok_[i]) continue;
     try {
@@ -113,6 +123,12 @@ void PostStage::loop() {
     try {
       if (auto* batch = std::get_if<ClassifiedBatch>(&*item)) {
         process(*batch);
+      } else if (auto* added = std::get_if<StreamAdded>(&*item)) {
+        // (a slot a removed stream had is used again: nothing of it carries over)
+        state_[size_t(added->id)] = {inference::Smoother(config_.smoothing.window, float(config_.smoothing.threshold)), {}, 0};
+        for (size_t i = 0; i < sinks_.size(); ++i) {
+          if (sink_ok_[i]) sinks_[i]->add_stream(added->id, added->name);
+        }
       } else {
         const auto& e = std::get<StreamEvent>(*item);
         to_sinks(nullptr, &e);
@@ -164,9 +180,12 @@ void PostStage::process(ClassifiedBatch& batch) {
     to_sinks(&r, nullptr);
     if (auto change = st.labels.update(r, f.independent)) to_sinks(nullptr, &*change);
     // The frame is shared from here: the rules may keep it for a snapshot, the output draws it.
+    const bool tapped = tap_ && wanted_ && (*wanted_)[size_t(r.stream)].load(std::memory_order_relaxed);
     std::shared_ptr<const Frame> frame;
-    if (events_ || outputs_.draws(f.stream)) frame = std::make_shared<const Frame>(std::move(f));
+    if (events_ || tapped || outputs_.draws(f.stream)) frame = std::make_shared<const Frame>(std::move(f));
     if (events_) to_sinks(events_->on_result(r, frame));
+    if (tapped) tap_(frame, r);
+    if (!r.top.empty()) stats.set_label(r.top.front());
 
     stats.latency.add(r.latency_ms);
     stats.queue_wait.add(r.stages.queue_ms);
@@ -188,6 +207,18 @@ void PostStage::process(ClassifiedBatch& batch) {
     e.frame = stats.classified - 1;
     e.reason = stats.end_reason_text();
     to_sinks(nullptr, &e);
+    // Its last line is out: its files are finished now (a stream removed from a running service, a file that ended).
+    for (size_t i = 0; i < sinks_.size(); ++i) {
+      if (!sink_ok_[i]) continue;
+      try {
+        sinks_[i]->end_stream(s);
+      } catch (const Error& err) {
+        sink_ok_[i] = false;
+        fail(err.code(), err.what());
+      }
+    }
+    outputs_.finish_stream(s);
+    stats.closed = true;
   }
 }
 

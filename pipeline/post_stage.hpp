@@ -4,6 +4,8 @@
 // warning naming the stream and frame) and never feed the smoothing.
 #pragma once
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -32,10 +34,10 @@ struct ClassifiedBatch {
 
 class PostStage {
  public:
-  // `events` may be null (no rules); it outlives the stage.
+  // `events` may be null (no rules); it outlives the stage. `capacity`: the most streams the run may have.
   PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
             std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs,
-            EventStage* events = nullptr);
+            EventStage* events = nullptr, size_t capacity = 0);
   ~PostStage();
   PostStage(const PostStage&) = delete;
   PostStage& operator=(const PostStage&) = delete;
@@ -44,6 +46,17 @@ class PostStage {
   void submit(ClassifiedBatch batch);
   // From any thread (stream supervisors): stream_down / stream_up.
   void submit(StreamEvent event);
+  // A stream joins the run: before it starts (its frames come after this in the stage's order).
+  void add_stream(int id, StreamStats& stats);
+  // The latest frames as they are classified: `tap(frame, result)` is called from the stage's thread for each
+  // frame of a stream whose flag is set (the service's snapshots); it must not block.
+  using FrameTap = std::function<void(const std::shared_ptr<const Frame>&, const FrameResult&)>;
+  void set_tap(FrameTap tap, const std::deque<std::atomic<bool>>* wanted) {
+    tap_ = std::move(tap);
+    wanted_ = wanted;
+  }
+  // Every event as it goes to the sinks (the service's recent events); from the stage's thread, must not block.
+  void set_event_tap(std::function<void(const StreamEvent&)> tap) { event_tap_ = std::move(tap); }
   // Processes what is queued, ends the events still open (their "end" goes to the sinks), then closes every sink.
   // Safe to call twice.
   void finish();
@@ -55,7 +68,11 @@ class PostStage {
   [[nodiscard]] std::vector<SinkStatus> sink_status() const;
 
  private:
-  using Item = std::variant<ClassifiedBatch, StreamEvent>;
+  struct StreamAdded {
+    int id;
+    std::string name;
+  };
+  using Item = std::variant<ClassifiedBatch, StreamEvent, StreamAdded>;
   void loop();
   void process(ClassifiedBatch& batch);
   void to_sinks(const FrameResult* r, const StreamEvent* e);
@@ -76,8 +93,11 @@ class PostStage {
   std::vector<bool> sink_ok_;
   OutputStage& outputs_;
   EventStage* events_;
-  std::vector<PerStream> state_;
+  std::vector<PerStream> state_;  // by stream id, sized for the capacity once (a stream's slot is set before it starts)
   BoundedQueue<Item> queue_;
+  FrameTap tap_;
+  const std::deque<std::atomic<bool>>* wanted_ = nullptr;
+  std::function<void(const StreamEvent&)> event_tap_;
   std::atomic<bool> wants_stop_{false};
   mutable std::mutex failure_mutex_;
   std::optional<Failure> failure_;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -15,8 +17,11 @@
 #include "pipeline/outputs/output_paths.hpp"
 #include "pipeline/outputs/output_stage.hpp"
 #include "pipeline/post_stage.hpp"
+#include "pipeline/recent_events.hpp"
 #include "pipeline/results/mqtt_sink.hpp"
 #include "pipeline/results/results.hpp"
+#include "pipeline/run_report.hpp"
+#include "pipeline/snapshots.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/stream.hpp"
 
@@ -35,16 +40,41 @@ constexpr auto kIdleWait = 200ms;
 
 // Where streams send their events (stream_down, stream_up): the post stage while it takes them, nowhere after. A
 // stream left behind at the end (a source that will not stop) may outlive the post stage; it holds this gate, not
-// the stage.
+// the stage. A stream added while the run goes on is admitted once the post stage knows it: what it says before
+// waits here (a few events at most: it has only just started).
 class EventGate {
  public:
+  explicit EventGate(size_t capacity) : admitted_(capacity, 1) {}
   void open(PostStage* post) {
     std::lock_guard lock(mutex_);
     post_ = post;
   }
   void submit(StreamEvent e) {
     std::lock_guard lock(mutex_);
-    if (post_) post_->submit(std::move(e));
+    if (!post_) return;
+    if (const auto s = size_t(e.stream); s < admitted_.size() && !admitted_[s]) {
+      if (auto& p = pending_[s]; p.size() < 64) p.push_back(std::move(e));
+      return;
+    }
+    post_->submit(std::move(e));
+  }
+  // `stream`'s events wait until admit() (or are forgotten by forget(): it never started).
+  void hold(int stream) {
+    std::lock_guard lock(mutex_);
+    admitted_.at(size_t(stream)) = 0;
+  }
+  void admit(int stream) {
+    std::lock_guard lock(mutex_);
+    admitted_.at(size_t(stream)) = 1;
+    auto pending = std::move(pending_[size_t(stream)]);
+    pending_.erase(size_t(stream));
+    if (post_) {
+      for (auto& e : pending) post_->submit(std::move(e));
+    }
+  }
+  void forget(int stream) {
+    std::lock_guard lock(mutex_);
+    pending_.erase(size_t(stream));
   }
   void close() {
     std::lock_guard lock(mutex_);
@@ -54,6 +84,8 @@ class EventGate {
  private:
   std::mutex mutex_;
   PostStage* post_ = nullptr;
+  std::vector<char> admitted_;
+  std::map<size_t, std::vector<StreamEvent>> pending_;
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -64,144 +96,29 @@ QueuePolicy queue_policy(const config::Input& in, bool live) {
   return {drop ? size_t(2) : size_t(8), drop};
 }
 
-// "\r  1200/3000 frames (40%)  412.3 fps  ETA 4 s" on a terminal, at most twice a second; elsewhere (a CI log, a pipe,
-// systemd) the same as a log line every logging.progress_interval_s, so that a long file shows a sign of life.
-// fps = frames / wall time.
-class Progress {
- public:
-  Progress(bool enabled, double log_interval_s)
-      : terminal_(isatty(STDERR_FILENO)), enabled_(enabled && (terminal_ || log_interval_s > 0)),
-        interval_(terminal_ ? Clock::duration(500ms)
-                            : std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(log_interval_s))) {}
-  void update(const std::vector<std::unique_ptr<Stream>>& streams, Clock::time_point start) {
-    if (!enabled_) return;
-    const auto now = Clock::now();
-    if (now - last_ < interval_ || (!terminal_ && now - start < interval_)) return;
-    last_ = now;
-    int64_t done = 0, total = 0;
-    bool known = true;
-    for (const auto& s : streams) {
-      done += s->stats().classified;
-      const int64_t expected = s->input().max_frames > 0 ? s->input().max_frames : s->stats().expected.load();
-      if (expected > 0 && !s->input().loop) total += expected;
-      else known = false;
-    }
-    const double elapsed = seconds_between(start, now);
-    const double fps = elapsed > 0 ? double(done) / elapsed : 0;
-    std::string text;
-    if (known && total > 0) {
-      const double eta = fps > 0 ? double(std::max<int64_t>(total - done, 0)) / fps : 0;
-      text = fmt::format("{}/{} frames ({:.0f}%)  {:.1f} fps  ETA {:.0f} s", done, total, 100.0 * double(done) / double(total),
-                         fps, eta);
-    } else {
-      text = fmt::format("{} frames  {:.1f} fps", done, fps);
-    }
-    if (!terminal_) {
-      vc::log::get("progress")->info("{}", text);
-      return;
-    }
-    fmt::print(stderr, "\r  {}   ", text);
-    shown_ = true;
-  }
-  void done() {
-    if (shown_) fmt::print(stderr, "\n");
-    shown_ = false;
-  }
-
- private:
-  bool terminal_, enabled_;
-  Clock::duration interval_;
-  bool shown_ = false;
-  Clock::time_point last_{};
-};
-
-// A one-line performance report every logging.perf_interval_s while live streams run (DeepStream's **PERF).
-class PerfReport {
- public:
-  PerfReport(double interval_s, bool any_live) : interval_(interval_s), enabled_(interval_s > 0 && any_live) {}
-  void update(const std::vector<std::unique_ptr<Stream>>& streams) {
-    if (!enabled_) return;
-    const auto now = Clock::now();
-    if (last_ == Clock::time_point{}) {
-      last_ = now;
-      previous_.assign(streams.size(), {0, 0});
-      return;
-    }
-    const double dt = seconds_between(last_, now);
-    if (dt < interval_) return;
-    std::string line;
-    double total = 0;
-    for (size_t i = 0; i < streams.size(); ++i) {
-      const auto& st = streams[i]->stats();
-      const int64_t frames = st.classified, drops = st.queue_dropped + st.output_dropped;
-      const double fps = double(frames - previous_[i].first) / dt;
-      total += fps;
-      line += fmt::format("{}{} {:.1f} fps, {} dropped, p99 {:.0f} ms{}", line.empty() ? "" : " | ", st.name, fps,
-                          drops - previous_[i].second, st.latency.percentile_ms(0.99),
-                          st.state == StreamState::Reconnecting ? " (reconnecting)"
-                          : st.state == StreamState::Failed    ? " (failed)" : "");
-      previous_[i] = {frames, drops};
-    }
-    vc::log::get("perf")->info("{} | total {:.1f} fps", line, total);
-    last_ = now;
-  }
-
- private:
-  double interval_;
-  bool enabled_;
-  Clock::time_point last_{};
-  std::vector<std::pair<int64_t, int64_t>> previous_;
-};
-
-StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point start) {
-  const auto& st = s.stats();
-  StreamSummary r;
-  r.name = st.name;
-  r.source = st.source;
-  r.decoder = st.decoder_name();
-  r.live = st.live;
-  r.gpu_frames = st.gpu_frames;
-  r.frames = st.classified;
-  r.dropped = st.queue_dropped;
-  r.output_dropped = st.output_dropped;
-  r.reconnects = st.reconnects;
-  r.non_finite = st.non_finite;
-  r.failed_images = st.failed_items;
-  r.damaged_frames = st.damaged_frames;
-  r.lost_frames = st.lost_frames;
-  r.fps = st.average_fps();
-  if (const int64_t first = st.first_frame_ns) r.first_frame_s = seconds_between(start, from_steady_ns(first));
-  if (const int64_t last = st.last_result_ns) r.last_result_s = seconds_between(start, from_steady_ns(last));
-  r.latency_mean_ms = st.latency.mean_ms();
-  r.latency_p50_ms = st.latency.percentile_ms(0.5);
-  r.latency_p99_ms = st.latency.percentile_ms(0.99);
-  r.queue_ms = st.queue_wait.mean_ms();
-  r.inference_ms = st.inference.mean_ms();
-  r.post_ms = st.post.mean_ms();
-  r.output_ms = st.output.mean_ms();
-  if (auto f = s.failure()) {
-    r.status = "failed";
-    r.error = f->message;
-  } else {
-    // A stream that had ended by itself before the stop request is complete.
-    r.status = interrupted && st.end_reason_text() == "stopped" ? "interrupted" : "ok";
-  }
-  return r;
-}
-
 }  // namespace
 
 class Runner::Impl final : public RunControl {
  public:
   Impl(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
-      : cfg_(config), classifier_(std::move(classifier)) {
+      : cfg_(config), classifier_(std::move(classifier)),
+        capacity_(cfg_.api.enabled ? std::max(cfg_.inputs.size(), size_t(cfg_.api.max_streams)) : cfg_.inputs.size()),
+        events_(std::make_shared<EventGate>(capacity_)), owner_(capacity_, nullptr) {
     // Files that cannot be read are said at once, before the model loads and thousands of streams are set up.
     for (const auto& in : cfg_.inputs) {
       if (in.kind == config::InputKind::File) check_readable_file(in.path);
     }
     refuse_overwriting_inputs(cfg_);
     if (!classifier_) classifier_ = inference::Classifier::create(cfg_);
+    effective_ = cfg_;
+    try {  // what /config shows: the model file's card merged in, as the run has it
+      const auto model = inference::model_settings(cfg_);
+      effective_.model = model.model;
+      effective_.model.weights = cfg_.model.weights;
+    } catch (const Error&) {
+    }
     const std::string model_name = classifier_->architecture().size() > 40 ? "ResNet" : classifier_->architecture();
+    const OverlayMaker overlay{cfg_.overlay, cfg_.smoothing.window, classifier_->engine_name(), model_name};
     // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on.
     const bool draw = cfg_.output.kind != config::OutputKind::None;
     if (classifier_->cuda_device() >= 0 && !draw) {
@@ -214,12 +131,12 @@ class Runner::Impl final : public RunControl {
     std::vector<QueuePolicy> policies;
     for (const auto& in : cfg_.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
     hub_ = std::make_shared<FrameHub>(policies);
+    hub_->keep_open(cfg_.api.enabled);  // a service runs on with no stream, until it is stopped
     std::vector<StreamStats*> stats;
     std::vector<std::string> names;
     for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
-      StreamEnvironment env{hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); }, cuda_context_, stopping_,
-                            nullptr};
-      streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], cuda_context_ != nullptr, env));
+      streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], cuda_context_ != nullptr, environment()));
+      owner_[i] = streams_.back().get();
       stats.push_back(&streams_.back()->stats());
       names.push_back(streams_.back()->stats().name);
       shared_stats_.push_back(streams_.back()->shared_stats());
@@ -227,12 +144,11 @@ class Runner::Impl final : public RunControl {
     std::vector<bool> may_drop;
     for (const auto& p : policies) may_drop.push_back(p.drop_oldest);
     outputs_ = std::make_unique<OutputStage>(cfg_, stats, may_drop, classifier_->engine_name(), model_name,
-                                             [hub = hub_](int stream) { hub->give_back(stream); });
+                                             [hub = hub_](int stream) { hub->give_back(stream); }, capacity_);
     // A file whose frames are drawn is taken against credits its output gives back: a slow output holds back its
     // own stream, never the engine (and with it every live stream).
-    const int credits = std::max(kOutputCredits, 2 * classifier_->max_batch());
     for (size_t i = 0; i < policies.size(); ++i) {
-      if (!policies[i].drop_oldest && outputs_->draws(int(i))) hub_->set_credits(int(i), credits);
+      if (!policies[i].drop_oldest && outputs_->draws(int(i))) hub_->set_credits(int(i), output_credits());
     }
     std::vector<std::unique_ptr<ResultSink>> sinks;
     if (!cfg_.output.results.empty()) {
@@ -240,30 +156,154 @@ class Runner::Impl final : public RunControl {
     }
     if (cfg_.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg_.mqtt, names));
     if (!cfg_.events.rules.empty()) {
-      event_stage_ = std::make_unique<EventStage>(
-          cfg_, stats, classifier_->labels(),
-          OverlayMaker{cfg_.overlay, cfg_.smoothing.window, classifier_->engine_name(), model_name}, event_stats_);
+      event_stage_ = std::make_unique<EventStage>(cfg_, stats, classifier_->labels(), overlay, event_stats_, capacity_);
       for (size_t i = 0; i < streams_.size(); ++i) streams_[i]->set_packet_sink(event_stage_->packet_sink(int(i)));
     }
     post_ = std::make_unique<PostStage>(cfg_, classifier_->labels(), classifier_->num_classes(), stats, std::move(sinks),
-                                        *outputs_, event_stage_.get());
+                                        *outputs_, event_stage_.get(), capacity_);
+    if (cfg_.api.enabled) {
+      snapshots_ = std::make_unique<Snapshots>(
+          capacity_, std::chrono::milliseconds(int64_t(cfg_.api.snapshot_interval_s * 1000)), overlay);
+      post_->set_tap([s = snapshots_.get()](const auto& frame, const FrameResult& r) { s->take(frame, r); },
+                     snapshots_->wanted());
+    }
+    post_->set_event_tap([this](const StreamEvent& e) { recent_.add(e); });
     events_->open(post_.get());  // events come only from running streams, and none runs yet
   }
 
   // RunControl.
-  std::vector<std::shared_ptr<const StreamStats>> streams() const override { return shared_stats_; }
+  std::vector<std::shared_ptr<const StreamStats>> streams() const override {
+    std::lock_guard lock(streams_mutex_);
+    return shared_stats_;
+  }
   const EngineStats& engine() const override { return engine_stats_; }
   std::vector<SinkStatus> sinks() const override { return post_->sink_status(); }
   const EventStats* events() const override { return event_stage_ ? &event_stats_ : nullptr; }
   std::string engine_name() const override { return classifier_->engine_name(); }
   int cuda_device() const override { return classifier_->cuda_device(); }
+  const config::Config& config() const override { return effective_; }
+
+  std::vector<config::Input> inputs() const override {
+    std::vector<config::Input> out;
+    std::lock_guard lock(streams_mutex_);
+    for (const auto& s : streams_) {
+      if (s && !s->removed() && !s->stats().closed) out.push_back(s->input());
+    }
+    return out;
+  }
+
+  void add_stream(const config::Input& input) override {
+    std::lock_guard change(change_mutex_);
+    if (!accepting_) throw RequestError(503, *stopping_ ? "the run is stopping" : "the run is starting");
+    if (cfg_.output.kind != config::OutputKind::None && cfg_.output.tiled) {
+      throw ConfigError("output.tiled: a mosaic is laid out for the streams it starts with; a stream cannot join it "
+                        "while it runs (use one output per stream: {stream} in output.path)", "output.tiled");
+    }
+    if (input.kind == config::InputKind::File) check_readable_file(input.path);
+    {
+      config::Config alone = cfg_;  // its outputs must not write over what it reads
+      alone.inputs = {input};
+      refuse_overwriting_inputs(alone);
+    }
+    const int id = free_slot(input.name);
+    const bool reused = id < int(hub_->streams());
+    const auto policy = queue_policy(input, is_live_input(input));
+    // Its frames wait in the batcher, held, until every stage knows the stream; its events wait at the gate.
+    if (reused) hub_->reopen(id, policy, true);
+    else if (hub_->add_stream(policy, true) != id) throw InternalError("stream slots out of step with the batcher");
+    events_->hold(id);
+    auto stream = std::make_unique<Stream>(id, input, cuda_context_ != nullptr, environment());
+    StreamStats& stats = stream->stats();
+    try {
+      if (event_stage_) {
+        event_stage_->add_stream(id, stats);
+        stream->set_packet_sink(event_stage_->packet_sink(id));
+      }
+      stream->start();
+    } catch (...) {
+      hub_->discard(id);
+      events_->forget(id);
+      std::lock_guard lock(streams_mutex_);
+      refused_.push_back(std::move(stream));  // (the event stage may have its statistics: kept, never shown)
+      throw;
+    }
+    try {
+      outputs_->add_stream(id, stats, policy.drop_oldest);
+    } catch (...) {  // (the run is ending): the stream stops again, and is joined with the others
+      stream->remove();
+      hub_->discard(id);
+      events_->forget(id);
+      std::lock_guard lock(streams_mutex_);
+      streams_.push_back(std::move(stream));
+      throw;
+    }
+    if (!policy.drop_oldest && outputs_->draws(id)) hub_->set_credits(id, output_credits());
+    if (snapshots_) snapshots_->reset(id);
+    recent_.forget_last(input.name);
+    post_->add_stream(id, stats);
+    events_->admit(id);
+    {
+      std::lock_guard lock(streams_mutex_);
+      owner_[size_t(id)] = stream.get();
+      shared_stats_.push_back(stream->shared_stats());
+      streams_.push_back(std::move(stream));
+    }
+    hub_->release(id);
+    added_live_ = added_live_ || stats.live;
+    log_->info("stream {} added ({})", input.name, stats.source);
+  }
+
+  bool remove_stream(const std::string& name, std::chrono::milliseconds wait) override {
+    Stream* stream = nullptr;
+    int id = -1;
+    {
+      std::lock_guard lock(streams_mutex_);
+      for (size_t i = 0; i < owner_.size(); ++i) {
+        if (owner_[i] && owner_[i]->stats().name == name && !owner_[i]->removed() && !owner_[i]->stats().closed) {
+          stream = owner_[i];
+          id = int(i);
+        }
+      }
+      if (!stream) throw RequestError(404, fmt::format("no running stream is named '{}'", name));
+      stream->remove();  // it ends as at the end of its input: what is queued goes through, then its end
+    }
+    log_->info("stream {}: removing", name);
+    const auto deadline = Clock::now() + wait;
+    while (Clock::now() < deadline) {
+      if (stream->stats().closed && outputs_->stream_finished(id) && stream->finished()) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait) override {
+    if (!snapshots_) throw RequestError(404, "snapshots are made for the service's API only (api.enabled)");
+    int id = -1;
+    std::shared_ptr<const StreamStats> stats;
+    {
+      std::lock_guard lock(streams_mutex_);
+      for (size_t i = 0; i < owner_.size(); ++i) {
+        if (owner_[i] && owner_[i]->stats().name == name) {
+          id = int(i);
+          stats = owner_[i]->shared_stats();
+        }
+      }
+    }
+    if (id < 0) throw RequestError(404, fmt::format("no stream is named '{}'", name));
+    return snapshots_->jpeg(id, *stats, max_width, stats->closed ? 0ms : wait);
+  }
+
+  std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type, uint64_t since,
+                                         size_t limit) const override {
+    return recent_.list(stream, type, since, limit);
+  }
+  RecentEvent last_event(const std::string& stream) const override { return recent_.last(stream); }
 
   RunSummary run(const std::atomic<int>& stop) {
     RunSummary summary;
     summary.engine = classifier_->engine_name();
     if (cfg_.output.kind == config::OutputKind::None && cfg_.output.results.empty() && !cfg_.mqtt.enabled &&
-        cfg_.events.rules.empty() &&
-        !cfg_.metrics.enabled) {
+        cfg_.events.rules.empty() && !cfg_.metrics.enabled && !cfg_.api.enabled) {
       log_->warn("classifying, but writing nothing: add --output FILE.mp4 or --set output.results=FILE.jsonl (or - for "
                  "stdout)");
     }
@@ -275,19 +315,26 @@ class Runner::Impl final : public RunControl {
     try {
       for (auto& s : streams_) s->start();
       engine_stats_.ready = true;
+      accepting_ = true;
       const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
       const size_t max_batch = size_t(classifier_->max_batch());
       for (;;) {
         if (!*stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop())) {
           *stopping_ = true;
+          accepting_ = false;
+          hub_->keep_open(false);  // every stream stops now: the run ends when they have
           summary.interrupted = stop.load() > 0;
         }
         // While batches run, only what is already waiting is taken: with nothing new, the batches in flight are
         // delivered at once rather than held until the next frame (a quiet camera, an outage).
         auto frames = hub_->pop_batch(max_batch, fill, in_flight_.empty() ? kIdleWait : 0ms);
         auto drained = hub_->take_drained();
-        progress.update(streams_, start);
-        perf.update(streams_);
+        {
+          std::lock_guard lock(streams_mutex_);
+          if (added_live_) perf.live_joined();
+          progress.update(streams_, start);
+          perf.update(streams_);
+        }
         if (frames.empty()) {
           if (!in_flight_.empty()) {
             auto& f = in_flight_.back().finished;  // their stream_end follows their last results
@@ -333,6 +380,32 @@ class Runner::Impl final : public RunControl {
     Clock::time_point submitted;
   };
 
+  StreamEnvironment environment() {
+    return {hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); }, cuda_context_, stopping_, nullptr};
+  }
+
+  int output_credits() const { return std::max(kOutputCredits, 2 * classifier_->max_batch()); }
+
+  // A slot for a stream joining the run: a new one while the run has room, else one a removed or ended stream
+  // left (every stage has let go of it: its end went through and its thread finished). Throws RequestError.
+  int free_slot(const std::string& name) const {
+    std::lock_guard lock(streams_mutex_);
+    int reusable = -1;
+    for (size_t i = 0; i < owner_.size(); ++i) {
+      const Stream* s = owner_[i];
+      if (!s) continue;
+      if (s->stats().name == name && !s->stats().closed) {
+        throw RequestError(409, fmt::format("a stream named '{}' is running{}", name,
+                                            s->removed() ? " (it is being removed)" : ""));
+      }
+      if (reusable < 0 && s->stats().closed && s->finished()) reusable = int(i);
+    }
+    const size_t used = hub_->streams();
+    if (used < capacity_) return int(used);
+    if (reusable >= 0) return reusable;
+    throw RequestError(503, fmt::format("the run has room for {} streams at once (api.max_streams)", capacity_));
+  }
+
   void deliver() {
     InFlight b = std::move(in_flight_.front());
     in_flight_.pop_front();
@@ -344,6 +417,8 @@ class Runner::Impl final : public RunControl {
 
   void shut_down(RunSummary& summary) {
     *stopping_ = true;
+    accepting_ = false;
+    std::lock_guard change(change_mutex_);  // a stream being added is in the lists below before they are read
     hub_->shutdown();
     events_->close();  // a stream left behind below must not reach the post stage once it is gone
     post_->finish();  // (events still open end here, and the sinks hear it)
@@ -353,6 +428,7 @@ class Runner::Impl final : public RunControl {
     // source is left behind only when no stream at all has finished for kStopGrace — stuck, not slow.
     auto deadline = Clock::now() + kStopGrace;
     size_t finished = 0;
+    std::lock_guard lock(streams_mutex_);
     for (auto& s : streams_) {
       while (!s->join_for(100ms)) {
         const auto now_finished = size_t(std::count_if(streams_.begin(), streams_.end(), [](const auto& x) {
@@ -365,6 +441,7 @@ class Runner::Impl final : public RunControl {
         if (Clock::now() < deadline) continue;
         log_->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
         summary.abandoned.push_back(s->stats().name);
+        std::replace(owner_.begin(), owner_.end(), static_cast<Stream*>(s.get()), static_cast<Stream*>(nullptr));
         (void)s.release();  // its thread still uses it: never destroy it under that thread
         break;
       }
@@ -434,18 +511,29 @@ class Runner::Impl final : public RunControl {
   }
 
   const config::Config cfg_;
+  config::Config effective_;  // cfg_ with the model card's values (what /config shows)
   std::shared_ptr<spdlog::logger> log_ = vc::log::get("pipeline");
   std::unique_ptr<inference::Classifier> classifier_;
+  const size_t capacity_;  // the most streams at once: the configured ones, or api.max_streams when streams may be added
   // What the streams hold jointly with the run (a stream left behind may outlive the run: stream.hpp).
   std::shared_ptr<GstContext> cuda_context_;
   std::shared_ptr<FrameHub> hub_;
   std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
-  std::shared_ptr<EventGate> events_ = std::make_shared<EventGate>();
-  std::vector<std::unique_ptr<Stream>> streams_;
+  std::shared_ptr<EventGate> events_;
+  // Streams are added and removed from the service's threads while the run loop reads them.
+  mutable std::mutex streams_mutex_;  // streams_, shared_stats_, owner_, refused_
+  std::mutex change_mutex_;           // one stream added at a time, and none while the run shuts down
+  std::atomic<bool> accepting_{false};  // streams may be added (from the start of the run until it stops)
+  std::atomic<bool> added_live_{false};
+  std::vector<std::unique_ptr<Stream>> streams_;  // every stream of the run, in the order they joined
   std::vector<std::shared_ptr<const StreamStats>> shared_stats_;
+  std::vector<Stream*> owner_;                    // slot (stream id) -> the stream that has it now
+  std::vector<std::unique_ptr<Stream>> refused_;  // added, but could not start
   std::unique_ptr<OutputStage> outputs_;
   EventStats event_stats_;
   std::unique_ptr<EventStage> event_stage_;  // before post_: the post stage uses it
+  std::unique_ptr<Snapshots> snapshots_;     // (api.enabled)
+  RecentEvents recent_;
   std::unique_ptr<PostStage> post_;
   EngineStats engine_stats_;
   std::deque<InFlight> in_flight_;
@@ -458,39 +546,5 @@ Runner::Runner(const config::Config& config, std::unique_ptr<inference::Classifi
 Runner::~Runner() = default;
 RunControl& Runner::control() { return *impl_; }
 RunSummary Runner::run(const std::atomic<int>& stop) { return impl_->run(stop); }
-
-std::string format_summary(const RunSummary& s) {
-  std::string out = fmt::format("{:<12} {:>8} {:>7} {:>8} {:>9} {:>9} {:>9}  {}\n", "stream", "frames", "dropped", "fps",
-                                "lat mean", "lat p50", "lat p99", "status");
-  for (const auto& r : s.streams) {
-    std::string status = r.status;
-    if (r.reconnects) status += fmt::format(", {} restart(s)", r.reconnects);
-    if (r.non_finite) status += fmt::format(", {} NaN frame(s)", r.non_finite);
-    if (r.output_dropped) status += fmt::format(", {} not drawn", r.output_dropped);
-    if (r.lost_frames) status += fmt::format(", {} lost (undecodable)", r.lost_frames);
-    if (r.damaged_frames) status += fmt::format(", {} damaged", r.damaged_frames);
-    if (!r.decoder.empty()) status += fmt::format(", {}{}", r.decoder, r.gpu_frames ? " (GPU frames)" : "");
-    out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>6.1f} ms {:>6.1f} ms {:>6.1f} ms  {}\n", r.name, r.frames,
-                       r.dropped + r.output_dropped, r.fps, r.latency_mean_ms, r.latency_p50_ms, r.latency_p99_ms, status);
-    if (!r.error.empty()) out += fmt::format("{:<12} {}\n", "", r.error);
-  }
-  const double fps = s.seconds > 0 ? double(s.frames) / s.seconds : 0;
-  out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
-                     fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
-  if (!s.events.empty()) out += "events: " + s.events + "\n";
-  if (!s.streams.empty()) {
-    double q = 0, i = 0, p = 0, o = 0;
-    for (const auto& r : s.streams) {
-      q += r.queue_ms;
-      i += r.inference_ms;
-      p += r.post_ms;
-      o += r.output_ms;
-    }
-    const double n = double(s.streams.size());
-    out += fmt::format("where the time goes (mean per frame): queue {:.1f} ms, preprocess + inference {:.1f} ms, "
-                       "post-processing {:.1f} ms, overlay + encode {:.1f} ms\n", q / n, i / n, p / n, o / n);
-  }
-  return out;
-}
 
 }  // namespace vc::pipeline

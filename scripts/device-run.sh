@@ -18,6 +18,9 @@
 #   pipeline   tools/bench/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
 #   events     bench_pipeline's live run of 64 1080p30 streams, then again with an event rule firing on every stream
 #              every few seconds (clips, snapshots): drops, p99 and the CPU that recording costs (not in the default)
+#   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
+#              removed over and over through the run's control interface (what the REST API calls): the 64 must
+#              drop nothing; time to the added stream's first result and to a removal finalized (not in the default)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options.
@@ -171,6 +174,11 @@ if want events; then
   stage "events: 64 live streams, recording on every stream every few seconds"
   bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds 30 --events \
     --json "$out/bench_events.json" 2>&1 | tee "$out/bench_events.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want api; then
+  stage "api: 64 live streams, a stream added and removed beside them over and over"
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds 30 --churn \
+    --json "$out/bench_api.json" 2>&1 | tee "$out/bench_api.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want sanitizer; then
   stage "compute-sanitizer (memcheck, racecheck) over the GPU tests"

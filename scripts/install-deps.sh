@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages video-classifier builds and runs with, if any is missing. Idempotent.
-# (xvfb, mosquitto and curl are for the tests: a virtual display, a real MQTT broker, an HTTP client;
-#  clang-14 and libclang-rt-14-dev build the libFuzzer targets that CI runs, scripts/ci-fuzz.sh.)
+# (xvfb, mosquitto, curl and chromium are for the tests: a virtual display, a real MQTT broker, an HTTP client, a
+#  headless browser for the web page (fonts-dejavu-core: its text); clang-14 and libclang-rt-14-dev build the
+#  libFuzzer targets that CI runs, scripts/ci-fuzz.sh.)
 # The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
 set -euo pipefail
 packages=(
@@ -12,7 +13,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev
   libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
   libmosquitto-dev libcpp-httplib-dev
-  xvfb xauth mosquitto mosquitto-clients
+  xvfb xauth mosquitto mosquitto-clients chromium fonts-dejavu-core
   clang-14 libclang-rt-14-dev
 )
 missing=()

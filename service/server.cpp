@@ -16,13 +16,19 @@
 
 namespace vc::service {
 
-Server::Server(const config::Metrics& settings, const pipeline::RunControl& run)
-    : settings_(settings), run_(run), server_(std::make_unique<httplib::Server>()) {
-  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("video-classifier\n\n/metrics   Prometheus metrics\n/healthz   200 while every stream delivers frames "
-                    "and results\n/readyz    200 once the engine is built and every stream started\n",
-                    "text/plain; charset=utf-8");
-  });
+Server::Server(const config::Config& config, pipeline::RunControl& run)
+    : settings_(config.metrics), run_(run), server_(std::make_unique<httplib::Server>()) {
+  if (config.api.enabled) {
+    api_ = std::make_unique<Api>(config.api, run);
+    api_->install(*server_);  // (the web page at /)
+  } else {
+    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("video-classifier\n\n/metrics   Prometheus metrics\n/healthz   200 while every stream delivers "
+                      "frames and results\n/readyz    200 once the engine is built and every stream started\n(the REST "
+                      "API and the web page: api.enabled)\n",
+                      "text/plain; charset=utf-8");
+    });
+  }
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(render_metrics(run_), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -41,7 +47,8 @@ Server::Server(const config::Metrics& settings, const pipeline::RunControl& run)
                                        settings_.address, settings_.port));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  vc::log::get("service")->info("metrics and health: {}/metrics, /healthz, /readyz", url());
+  vc::log::get("service")->info("metrics and health: {}/metrics, /healthz, /readyz{}", url(),
+                                api_ ? fmt::format("; web page {}/, API {}/api/v1/", url(), url()) : "");
 }
 
 Server::~Server() {

@@ -1,8 +1,9 @@
-// The run as a service sees it, over HTTP (cpp-httplib), off by default (metrics.enabled), on 127.0.0.1 unless
-// configured:
+// The run as a service sees it, over HTTP (cpp-httplib), off by default (metrics.enabled, api.enabled), on 127.0.0.1
+// unless configured (metrics.address, metrics.port: one server, one port):
 //   /metrics  the Prometheus text format (metrics.hpp)
 //   /healthz  200 while every running stream delivers frames and gets results (within metrics.stall_s), else 503
 //   /readyz   200 once the engine is built and every stream started, else 503
+//   /api/v1/… and the web page at /, with api.enabled (api.hpp)
 // It stands above the pipeline: app/ creates it with the run's control interface; nothing in pipeline/ knows it.
 #pragma once
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "config/config.hpp"
 #include "pipeline/core/control.hpp"
+#include "service/api.hpp"
 
 namespace httplib {
 class Server;
@@ -20,21 +22,24 @@ namespace vc::service {
 
 class Server {
  public:
-  // Listens at once. Throws vc::UnavailableError when the address/port cannot be bound (port in use). `run` must
-  // outlive the server.
-  Server(const config::Metrics& settings, const pipeline::RunControl& run);
+  // Listens at once. Throws vc::UnavailableError when the address/port cannot be bound (port in use), vc::ConfigError
+  // for an unreadable api.token_file. `run` must outlive the server.
+  Server(const config::Config& config, pipeline::RunControl& run);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
   [[nodiscard]] std::string url() const;
+  // The REST API (null without api.enabled).
+  [[nodiscard]] Api* api() { return api_.get(); }
 
   // Whether `address:port` can be listened on now (for `doctor`).
   static bool port_free(const std::string& address, int port, std::string& error);
 
  private:
   config::Metrics settings_;
-  const pipeline::RunControl& run_;
+  pipeline::RunControl& run_;
+  std::unique_ptr<Api> api_;
   pipeline::Clock::time_point started_ = pipeline::Clock::now();
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

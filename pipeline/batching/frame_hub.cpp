@@ -5,12 +5,52 @@
 namespace vc::pipeline {
 
 FrameHub::FrameHub(std::vector<QueuePolicy> streams) {
-  for (auto& p : streams) {
-    Queue q;
-    q.policy = p;
-    q.policy.capacity = std::max<size_t>(p.capacity, 1);
-    queues_.push_back(std::move(q));
-  }
+  for (auto& p : streams) add_stream(p);
+}
+
+int FrameHub::add_stream(QueuePolicy policy, bool held) {
+  std::lock_guard lock(mutex_);
+  Queue q;
+  q.held = held;
+  q.policy = policy;
+  q.policy.capacity = std::max<size_t>(policy.capacity, 1);
+  queues_.push_back(std::move(q));
+  return int(queues_.size()) - 1;
+}
+
+void FrameHub::release(int stream) {
+  std::lock_guard lock(mutex_);
+  queues_.at(size_t(stream)).held = false;
+  frame_arrived_.notify_all();
+}
+
+void FrameHub::discard(int stream) {
+  std::lock_guard lock(mutex_);
+  Queue& q = queues_.at(size_t(stream));
+  q.frames.clear();
+  q.closed = true;
+  q.drained_reported = true;  // never reported: nothing downstream knew it
+  space_freed_.notify_all();
+}
+
+void FrameHub::reopen(int stream, QueuePolicy policy, bool held) {
+  std::lock_guard lock(mutex_);
+  Queue& q = queues_.at(size_t(stream));
+  q = Queue{};
+  q.held = held;
+  q.policy = policy;
+  q.policy.capacity = std::max<size_t>(policy.capacity, 1);
+}
+
+size_t FrameHub::streams() const {
+  std::lock_guard lock(mutex_);
+  return queues_.size();
+}
+
+void FrameHub::keep_open(bool open) {
+  std::lock_guard lock(mutex_);
+  keep_open_ = open;
+  frame_arrived_.notify_all();
 }
 
 bool FrameHub::push(Frame frame) {
@@ -46,11 +86,11 @@ void FrameHub::shutdown() {
 }
 
 bool FrameHub::any_waiting() const {
-  return std::any_of(queues_.begin(), queues_.end(), [](const Queue& q) { return !q.frames.empty() && q.credits != 0; });
+  return std::any_of(queues_.begin(), queues_.end(), [](const Queue& q) { return !q.frames.empty() && q.credits != 0 && !q.held; });
 }
 
 bool FrameHub::all_drained() const {
-  return std::all_of(queues_.begin(), queues_.end(), [](const Queue& q) { return q.closed && q.frames.empty(); });
+  return !keep_open_ && std::all_of(queues_.begin(), queues_.end(), [](const Queue& q) { return q.closed && q.frames.empty(); });
 }
 
 void FrameHub::take_round_robin(std::vector<Frame>& batch, size_t max) {
@@ -61,7 +101,7 @@ void FrameHub::take_round_robin(std::vector<Frame>& batch, size_t max) {
     for (size_t k = 0; k < n && batch.size() < max; ++k) {
       const size_t s = (next_stream_ + k) % n;
       Queue& q = queues_[s];
-      if (q.frames.empty() || q.credits == 0) continue;
+      if (q.frames.empty() || q.credits == 0 || q.held) continue;
       if (q.credits > 0) --q.credits;
       batch.push_back(std::move(q.frames.front()));
       q.frames.pop_front();
@@ -104,7 +144,7 @@ FrameHub::Drained FrameHub::take_drained() {
   Drained out;
   for (size_t s = 0; s < queues_.size(); ++s) {
     Queue& q = queues_[s];
-    if (q.closed && q.frames.empty() && !q.drained_reported) {
+    if (q.closed && q.frames.empty() && !q.drained_reported && !q.held) {
       q.drained_reported = true;
       out.streams.push_back(int(s));
     }

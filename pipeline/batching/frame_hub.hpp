@@ -26,6 +26,20 @@ class FrameHub {
  public:
   explicit FrameHub(std::vector<QueuePolicy> streams);
 
+  // A stream added while the hub runs (the service's API); returns its id, the next one. The others never wait.
+  // `held`: its frames queue (under its policy) but are not taken until release() — the run is not ready for them
+  // yet — or are thrown away by discard() (it could not start): then the stream is as if it never was.
+  int add_stream(QueuePolicy policy, bool held = false);
+  void release(int stream);
+  void discard(int stream);
+  // A slot whose stream has ended and been reported drained, made new for another stream (as add_stream).
+  void reopen(int stream, QueuePolicy policy, bool held);
+  // Slots so far (ids 0 … streams()-1).
+  [[nodiscard]] size_t streams() const;
+  // While kept open (a service whose streams come and go), having no stream running is not the end: all_done()
+  // stays false and pop_batch waits its first_wait as for frames. Off: done once every stream is closed and drained.
+  void keep_open(bool open);
+
   // Producer side (a source's streaming thread). A blocking stream waits while its queue is full; a dropping one
   // drops its oldest frame. False when the stream is closed or the hub shut down (the frame is discarded).
   bool push(Frame frame);
@@ -73,6 +87,7 @@ class FrameHub {
     bool drained_reported = false;
     int64_t dropped = 0;
     int credits = -1;  // -1: no credits needed
+    bool held = false;
   };
   bool any_waiting() const;     // mutex held
   bool all_drained() const;     // mutex held
@@ -80,9 +95,10 @@ class FrameHub {
 
   mutable std::mutex mutex_;
   std::condition_variable frame_arrived_, space_freed_;
-  std::vector<Queue> queues_;
+  std::deque<Queue> queues_;  // (a deque: a producer waiting on its queue keeps it while streams are added)
   size_t next_stream_ = 0;  // where the next round starts
   bool shut_ = false;
+  bool keep_open_ = false;
   int waiting_producers_ = 0;
   bool consumer_waiting_ = false;
 };

@@ -1,22 +1,55 @@
-// What a running pipeline shows the layers above it (service/: metrics, health; later the REST API and the web
-// page), and what it lets them do. The pipeline owns this interface and implements it (runner.hpp); nothing in
-// pipeline/ knows who calls it. Every call is thread-safe: the service calls from its own threads while the run
-// goes on.
+// What a running pipeline shows the layers above it (service/: metrics, health, the REST API and the web page), and
+// what it lets them do: add and remove streams, look at a stream's latest labelled frame, read the latest events. The
+// pipeline owns this interface and implements it (runner.hpp); nothing in pipeline/ knows who calls it. Every call is
+// thread-safe: the service calls from its own threads while the run goes on.
 #pragma once
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "pipeline/core/events.hpp"
 #include "pipeline/core/stats.hpp"
 
 namespace vc::pipeline {
 
+// A request the run turns down, with the HTTP status that says why: 404 no such stream, 409 the name is in use,
+// 503 the run is full or stopping.
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(int status, const std::string& what) : std::runtime_error(what), status_(status) {}
+  [[nodiscard]] int status() const noexcept { return status_; }
+
+ private:
+  int status_;
+};
+
+// A stream's latest labelled frame (pipeline/snapshots.hpp): the JPEG and what it shows.
+struct Snapshot {
+  std::string jpeg;
+  std::string label;  // the frame's top-1, as its overlay's headline
+  float score = 0;
+  int64_t frame = -1;
+};
+
+// One of the run's latest events (pipeline/recent_events.hpp).
+struct RecentEvent {
+  uint64_t seq = 0;        // 1, 2, … in the order they happened
+  std::string stream;      // the stream's name
+  std::string type;        // "label_change", "stream_down", "stream_up", "stream_end", "rule"
+  std::string json;        // the event's line, as in the results
+};
+
 class RunControl {
  public:
   virtual ~RunControl() = default;
 
-  // Every stream of the run, in order. A stream's statistics stay valid as long as the pointer is held.
+  // Every stream of the run, in order (removed and ended ones too). A stream's statistics stay valid as long as the
+  // pointer is held.
   [[nodiscard]] virtual std::vector<std::shared_ptr<const StreamStats>> streams() const = 0;
   // Batches, batch sizes, engine time per batch, readiness.
   [[nodiscard]] virtual const EngineStats& engine() const = 0;
@@ -28,6 +61,24 @@ class RunControl {
   [[nodiscard]] virtual std::string engine_name() const = 0;
   // The GPU the engine runs on, -1 for the CPU engine.
   [[nodiscard]] virtual int cuda_device() const = 0;
+
+  // The run's effective configuration (the model card's values merged in).
+  [[nodiscard]] virtual const config::Config& config() const = 0;
+  // The streams that have not ended or been removed, as configured (what a state file keeps).
+  [[nodiscard]] virtual std::vector<config::Input> inputs() const = 0;
+  // Starts a stream (checked with config::validate_stream already) without pausing the others; it joins the batcher.
+  // Throws RequestError (name in use, run full or stopping) or vc::Error (it cannot start: its message).
+  virtual void add_stream(const config::Input& input) = 0;
+  // Stops a stream, lets its frames in flight through and finalizes its outputs and results; returns when they are
+  // (or after `wait`, false). Throws RequestError 404 for a name that is not running.
+  virtual bool remove_stream(const std::string& name, std::chrono::milliseconds wait) = 0;
+  // The stream's latest labelled frame as JPEG (snapshots.hpp); empty when it has had none. Throws RequestError 404
+  // for an unknown name.
+  virtual std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait) = 0;
+  // The latest events (recent_events.hpp).
+  [[nodiscard]] virtual std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type,
+                                                               uint64_t since, size_t limit) const = 0;
+  [[nodiscard]] virtual RecentEvent last_event(const std::string& stream) const = 0;
 };
 
 }  // namespace vc::pipeline

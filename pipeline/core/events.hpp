@@ -86,6 +86,10 @@ class ResultSink {
   virtual ~ResultSink() = default;
   virtual void frame(const FrameResult& r) = 0;
   virtual void event(const StreamEvent& e) = 0;
+  // A stream joined the run (before any of its results), or left it (after its last): per-stream files open and
+  // close. From the post stage's thread, as frame() and event().
+  virtual void add_stream(int /*stream*/, const std::string& /*name*/) {}
+  virtual void end_stream(int /*stream*/) {}
   // Writes out what is pending; after close() nothing more is accepted. Throws vc::IoError.
   virtual void close() = 0;
   [[nodiscard]] virtual std::string name() const = 0;

@@ -111,6 +111,14 @@ void StreamStats::set_error(const std::string& e) {
   std::lock_guard lock(text_mutex);
   if (error.empty()) error = e;
 }
+void StreamStats::set_label(const inference::Prediction& p) {
+  std::lock_guard lock(text_mutex);
+  current = p;
+}
+inference::Prediction StreamStats::label() const {
+  std::lock_guard lock(text_mutex);
+  return current;
+}
 void StreamStats::set_end_reason(const std::string& r) {
   std::lock_guard lock(text_mutex);
   end_reason = r;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "inference/postprocess.hpp"
 #include "pipeline/core/frame.hpp"
 
 namespace vc::pipeline {
@@ -74,9 +75,11 @@ struct StreamStats {
   std::atomic<int64_t> last_result_ns{0};
   std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)
   std::atomic<int64_t> events{0};         // rule events opened on this stream
-  mutable std::mutex text_mutex;          // guards decoder and error
+  std::atomic<bool> closed{false};        // ended, and its last result, its end event and its files are out
+  mutable std::mutex text_mutex;          // guards decoder, error, end_reason and current
   std::string decoder;                    // decoder element in use
   std::string error;                      // why the stream failed, "" if it did not
+  inference::Prediction current;          // the latest label (set_label)
   std::string end_reason;                 // why it ended: "end of input", "stopped", the error, …
   LatencyHistogram latency;               // capture -> result written
   LatencyHistogram queue_wait, inference, post, output;  // per-stage
@@ -84,6 +87,9 @@ struct StreamStats {
 
   void set_decoder(const std::string& d);
   void set_error(const std::string& e);
+  // The latest result's top-1 (what the overlay's headline shows), for the service's views.
+  void set_label(const inference::Prediction& p);
+  [[nodiscard]] inference::Prediction label() const;
   void set_end_reason(const std::string& r);
   [[nodiscard]] std::string end_reason_text() const;
   [[nodiscard]] std::string decoder_name() const;

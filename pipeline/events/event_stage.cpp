@@ -85,7 +85,7 @@ struct EventStage::Gate {
 };
 
 EventStage::EventStage(const config::Config& cfg, std::vector<StreamStats*> streams,
-                       const std::vector<std::string>& labels, OverlayMaker overlay, EventStats& stats)
+                       const std::vector<std::string>& labels, OverlayMaker overlay, EventStats& stats, size_t capacity)
     : settings_(cfg.events), rules_(cfg.events.rules), streams_(std::move(streams)), overlay_(std::move(overlay)),
       stats_(stats) {
   if (rules_.empty()) return;
@@ -98,38 +98,22 @@ EventStage::EventStage(const config::Config& cfg, std::vector<StreamStats*> stre
                                       rule.name, label, fmt::join(shown, ", "), labels.size() > shown.size() ? ", …" : ""));
       }
     }
-    for (const auto& name : rule.streams) {
-      if (std::none_of(streams_.begin(), streams_.end(), [&](const StreamStats* s) { return s->name == name; })) {
+    for (const auto& name : rule.streams) {  // (a run that may gain streams may gain this one)
+      if (capacity <= streams_.size() && std::none_of(streams_.begin(), streams_.end(), [&](const StreamStats* s) { return s->name == name; })) {
         throw ConfigError(fmt::format("events.rules[{}] ({}): there is no stream '{}'", i, rule.name, name));
       }
     }
   }
-  double longest_wait = 0;
-  for (const auto& r : rules_) longest_wait = std::max(longest_wait, r.min_duration_s);
-  for (const auto* s : streams_) {
-    auto ps = std::make_unique<PerStream>();
-    for (const auto& rule : rules_) {
-      if (!rule.streams.empty() && std::find(rule.streams.begin(), rule.streams.end(), s->name) == rule.streams.end()) {
-        continue;
-      }
-      ps->trackers.emplace_back(rule, settings_.release_s, settings_.update_s);
-    }
-    ps->open.resize(ps->trackers.size());
-    ps->candidates.resize(ps->trackers.size());
-    if (!ps->trackers.empty()) {
-      std::error_code ec;
-      fs::create_directories(fs::path(settings_.dir) / s->name, ec);
-      if (ec) throw CantCreateError(fmt::format("events.dir: cannot create {}: {}", (fs::path(settings_.dir) / s->name).string(), ec.message()));
-      if (settings_.clips) {
-        ps->ring = std::make_unique<PacketRing>(settings_.pre_s + longest_wait + kRingMarginS,
-                                                size_t(settings_.buffer_mb) << 20);
-      }
-    }
-    per_stream_.push_back(std::move(ps));
-    auto gate = std::make_shared<Gate>();
-    gate->stage = this;
-    gates_.push_back(std::move(gate));
-  }
+  std::error_code ec;
+  fs::create_directories(settings_.dir, ec);
+  if (ec) throw CantCreateError(fmt::format("events.dir: cannot create {}: {}", settings_.dir, ec.message()));
+  for (const auto& r : rules_) longest_wait_ = std::max(longest_wait_, r.min_duration_s);
+  capacity = std::max(capacity, streams_.size());
+  const auto initial = streams_;
+  streams_.assign(capacity, nullptr);
+  per_stream_.resize(capacity);
+  gates_.resize(capacity);
+  for (size_t i = 0; i < initial.size(); ++i) add_stream(int(i), *initial[i]);
   retention_ = std::make_unique<Retention>(settings_.dir, settings_.retain_days, settings_.retain_gib);
   thread_ = std::thread([this] { work(); });
   vc::log::get("events")->info("{} event rule(s); clips {}, snapshots {}; in {}", rules_.size(),
@@ -144,8 +128,41 @@ EventStage::~EventStage() {
   }
 }
 
+void EventStage::add_stream(int id, StreamStats& stats) {
+  if (rules_.empty()) return;
+  auto ps = std::make_unique<PerStream>();
+  for (const auto& rule : rules_) {
+    if (!rule.streams.empty() && std::find(rule.streams.begin(), rule.streams.end(), stats.name) == rule.streams.end()) {
+      continue;
+    }
+    ps->trackers.emplace_back(rule, settings_.release_s, settings_.update_s);
+  }
+  ps->open.resize(ps->trackers.size());
+  ps->candidates.resize(ps->trackers.size());
+  if (!ps->trackers.empty()) {
+    const auto folder = fs::path(settings_.dir) / stats.name;
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec) throw CantCreateError(fmt::format("events.dir: cannot create {}: {}", folder.string(), ec.message()));
+    if (settings_.clips) {
+      ps->ring = std::make_unique<PacketRing>(settings_.pre_s + longest_wait_ + kRingMarginS, size_t(settings_.buffer_mb) << 20);
+    }
+  }
+  auto gate = std::make_shared<Gate>();
+  gate->stage = this;
+  const size_t s = size_t(id);
+  if (s >= per_stream_.size()) throw InternalError(fmt::format("stream {}: beyond the run's capacity", id));
+  if (auto& old = gates_[s]) {  // a slot a removed stream had: its sink (its thread has finished) takes nothing more
+    std::lock_guard lock(old->mutex);
+    old->stage = nullptr;
+  }
+  streams_[s] = &stats;
+  per_stream_[s] = std::move(ps);
+  gates_[s] = std::move(gate);
+}
+
 PacketSink EventStage::packet_sink(int stream) {
-  if (size_t(stream) >= per_stream_.size() || !per_stream_[size_t(stream)]->ring) return nullptr;
+  if (size_t(stream) >= per_stream_.size() || !per_stream_[size_t(stream)] || !per_stream_[size_t(stream)]->ring) return nullptr;
   return [gate = gates_[size_t(stream)], stream](const Packet& p) {
     std::lock_guard lock(gate->mutex);
     if (gate->stage) gate->stage->on_packet(stream, p);
@@ -251,7 +268,10 @@ StreamEvent EventStage::to_stream_event(int stream, const RuleTracker::Change& c
 
 std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::shared_ptr<const Frame>& frame) {
   std::vector<StreamEvent> out;
-  if (rules_.empty() || r.stream < 0 || size_t(r.stream) >= per_stream_.size() || r.still_image) return out;
+  if (rules_.empty() || r.stream < 0 || size_t(r.stream) >= per_stream_.size() || !per_stream_[size_t(r.stream)] ||
+      r.still_image) {
+    return out;
+  }
   auto& ps = *per_stream_[size_t(r.stream)];
   const auto& name = streams_[size_t(r.stream)]->name;
   const int64_t t = r.pts_ns >= 0 ? r.pts_ns : r.captured_ns;
@@ -315,7 +335,7 @@ std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::
 
 std::vector<StreamEvent> EventStage::on_stream_end(int stream) {
   std::vector<StreamEvent> out;
-  if (rules_.empty() || stream < 0 || size_t(stream) >= per_stream_.size()) return out;
+  if (rules_.empty() || stream < 0 || size_t(stream) >= per_stream_.size() || !per_stream_[size_t(stream)]) return out;
   auto& ps = *per_stream_[size_t(stream)];
   for (size_t k = 0; k < ps.trackers.size(); ++k) {
     ps.candidates[k].reset();
@@ -493,6 +513,7 @@ void EventStage::finish() {
   if (finished_ || rules_.empty()) return;
   finished_ = true;
   for (auto& gate : gates_) {  // a source still running (left behind) gives its packets to no one
+    if (!gate) continue;
     std::lock_guard lock(gate->mutex);
     gate->stage = nullptr;
   }

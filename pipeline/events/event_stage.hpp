@@ -35,13 +35,16 @@ class EventStage {
   // `streams`: every stream's statistics, by stream id; `labels`: the model's (empty: not checked). Throws
   // vc::ConfigError for a rule naming a label the model does not have or a stream the run does not have,
   // vc::CantCreateError when events.dir cannot be made.
+  // `capacity`: the most streams the run may have (streams added while it runs: add_stream).
   EventStage(const config::Config& config, std::vector<StreamStats*> streams, const std::vector<std::string>& labels,
-             OverlayMaker overlay, EventStats& stats);
+             OverlayMaker overlay, EventStats& stats, size_t capacity = 0);
   ~EventStage();
   EventStage(const EventStage&) = delete;
   EventStage& operator=(const EventStage&) = delete;
 
   [[nodiscard]] bool enabled() const { return !rules_.empty(); }
+  // A stream joining the run, before it starts (then packet_sink(id)). Throws vc::CantCreateError (its folder).
+  void add_stream(int id, StreamStats& stats);
   // Where `stream`'s source hands its packets (empty: no clips are made for it). The sink may outlive the stage (a
   // source left behind): after finish() it drops what it gets.
   PacketSink packet_sink(int stream);
@@ -86,7 +89,8 @@ class EventStage {
 
   config::Events settings_;
   std::vector<config::EventRule> rules_;
-  std::vector<StreamStats*> streams_;
+  std::vector<StreamStats*> streams_;  // by stream id, sized for the capacity once: slots set before a stream starts
+  double longest_wait_ = 0;           // the longest min_duration_s: the ring keeps that much more than pre_s
   OverlayMaker overlay_;
   EventStats& stats_;
   std::vector<std::unique_ptr<PerStream>> per_stream_;

@@ -62,6 +62,10 @@ class OutputStage::Worker {
     stats.output_dropped += queue_.push(stream, may_drop, std::move(item));
   }
 
+  // No more frames: the worker writes what is queued, finalizes its outputs and ends (close() returns at once).
+  void close() { queue_.close(); }
+  // Its outputs are finalized (after close(): the loop has ended).
+  [[nodiscard]] bool done() const { return done_.load(); }
   void finish() {
     queue_.close();
     if (thread_.joinable()) thread_.join();
@@ -110,12 +114,14 @@ class OutputStage::Worker {
     } catch (const std::exception& e) {
       record(ExitCode::kInternal, e.what());
     }
+    done_ = true;
   }
 
   std::atomic<bool>& wants_stop_;
   std::function<void(int)> consumed_;
   OutputQueue<LabelledFrame> queue_;
   std::thread thread_;
+  std::atomic<bool> done_{false};
   mutable std::mutex mutex_;
   std::optional<Failure> failure_;
 };
@@ -124,8 +130,9 @@ class OutputStage::Worker {
 class OutputStage::StreamWorker final : public OutputStage::Worker {
  public:
   StreamWorker(std::atomic<bool>& wants_stop, std::function<void(int)> consumed, const config::Output& output,
-               OverlayMaker overlay, StreamStats& stats)
-      : Worker(wants_stop, std::move(consumed)), output_(output), overlay_(std::move(overlay)), stats_(stats) {}
+               OverlayMaker overlay, StreamStats& stats, std::string file_name)
+      : Worker(wants_stop, std::move(consumed)), output_(output), overlay_(std::move(overlay)), stats_(stats),
+        file_name_(std::move(file_name)) {}
 
  private:
   void handle(const LabelledFrame& item) override {
@@ -160,7 +167,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
     size_ = cv::Size(even(w), even(h));  // 4:2:0 H.264 needs even sizes
     o.width = size_.width;
     o.height = size_.height;
-    o.path = config::for_stream(output_.kind == config::OutputKind::Rtsp ? output_.rtsp_path : output_.path, stats_.name);
+    o.path = config::for_stream(output_.kind == config::OutputKind::Rtsp ? output_.rtsp_path : output_.path, file_name_);
     video_ = VideoOutput::open(o);
   }
 
@@ -171,6 +178,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
   config::Output output_;
   OverlayMaker overlay_;
   StreamStats& stats_;
+  std::string file_name_;  // {stream} in the output's path: the stream's name (NAME-2, … for a name back in the run)
   std::unique_ptr<VideoOutput> video_;
   cv::Size size_;
   TimelineOrigin origin_;
@@ -289,26 +297,30 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
 };
 
 OutputStage::OutputStage(const config::Config& cfg, std::vector<StreamStats*> streams, std::vector<bool> may_drop,
-                         std::string engine, std::string model, std::function<void(int)> consumed)
-    : may_drop_(std::move(may_drop)) {
-  route_.assign(streams.size(), nullptr);
+                         std::string engine, std::string model, std::function<void(int)> consumed, size_t capacity)
+    : output_(cfg.output), overlay_{cfg.overlay, cfg.smoothing.window, std::move(engine), std::move(model)} {
+  capacity = std::max(capacity, streams.size());
+  route_.assign(capacity, nullptr);
+  may_drop_.assign(capacity, false);
+  std::copy(may_drop.begin(), may_drop.end(), may_drop_.begin());
+  streams_.assign(capacity, nullptr);
+  std::copy(streams.begin(), streams.end(), streams_.begin());
   // A frame of a stream that never drops is handed back to the batcher once its output is done with it.
-  auto done = [this, consumed = std::move(consumed)](int stream) {
+  done_ = [this, consumed = std::move(consumed)](int stream) {
     if (consumed && !may_drop_.at(size_t(stream))) consumed(stream);
   };
   if (cfg.output.kind == config::OutputKind::None) return;
   if (cfg.output.kind == config::OutputKind::Display) display_sink(true);  // no display: say so now, not mid-run
-  OverlayMaker overlay{cfg.overlay, cfg.smoothing.window, std::move(engine), std::move(model)};
   if (cfg.output.tiled) {
-    workers_.push_back(std::make_unique<TileWorker>(wants_stop_, done, cfg.output, overlay, streams));
-    for (auto& r : route_) r = workers_.back().get();
+    workers_.push_back(std::make_unique<TileWorker>(wants_stop_, done_, cfg.output, overlay_, streams));
+    for (size_t s = 0; s < streams.size(); ++s) route_[s] = workers_.back().get();
   } else {
     for (size_t s = 0; s < streams.size(); ++s) {
-      workers_.push_back(std::make_unique<StreamWorker>(wants_stop_, done, cfg.output, overlay, *streams[s]));
+      workers_.push_back(
+          std::make_unique<StreamWorker>(wants_stop_, done_, cfg.output, overlay_, *streams[s], file_name(streams[s]->name)));
       route_[s] = workers_.back().get();
     }
   }
-  streams_ = std::move(streams);
   for (auto& w : workers_) w->start();
 }
 
@@ -319,6 +331,42 @@ OutputStage::~OutputStage() {
   }
 }
 
+void OutputStage::add_stream(int id, StreamStats& stats, bool may_drop) {
+  const size_t s = size_t(id);
+  if (s >= route_.size()) throw InternalError(fmt::format("stream {}: beyond the run's capacity of {}", id, route_.size()));
+  streams_[s] = &stats;
+  may_drop_[s] = may_drop;
+  if (output_.kind == config::OutputKind::None) return;
+  if (output_.tiled) {
+    throw ConfigError("output.tiled: a mosaic is laid out for the streams it starts with; a stream cannot join it while "
+                      "it runs (use per-stream outputs: {stream} in output.path)");
+  }
+  std::lock_guard lock(workers_mutex_);
+  if (finished_) throw UnavailableError(fmt::format("stream {}: the run is ending", stats.name));
+  // A name back in the run (removed, then added again) writes NAME-2, …: what it wrote before is never replaced.
+  auto worker = std::make_unique<StreamWorker>(wants_stop_, done_, output_, overlay_, stats, file_name(stats.name));
+  worker->start();
+  route_[s] = worker.get();
+  workers_.push_back(std::move(worker));
+}
+
+std::string OutputStage::file_name(const std::string& stream) {
+  const int uses = ++name_uses_[stream];
+  return uses == 1 ? stream : fmt::format("{}-{}", stream, uses);
+}
+
+void OutputStage::finish_stream(int id) {
+  std::lock_guard lock(workers_mutex_);
+  Worker* w = route_.at(size_t(id));
+  if (w && !output_.tiled) w->close();  // its file gets its index and final name; the stage's finish() joins it
+}
+
+bool OutputStage::stream_finished(int id) const {
+  std::lock_guard lock(workers_mutex_);
+  const Worker* w = route_.at(size_t(id));
+  return !w || output_.tiled || w->done();
+}
+
 bool OutputStage::draws(int stream) const { return route_.at(size_t(stream)) != nullptr; }
 
 void OutputStage::submit(LabelledFrame item) {
@@ -327,12 +375,14 @@ void OutputStage::submit(LabelledFrame item) {
 }
 
 void OutputStage::finish() {
+  std::lock_guard lock(workers_mutex_);
   if (finished_) return;
   finished_ = true;
   for (auto& w : workers_) w->finish();
 }
 
 std::optional<Failure> OutputStage::failure() const {
+  std::lock_guard lock(workers_mutex_);
   for (const auto& w : workers_) {
     if (auto f = w->failure()) return f;
   }

@@ -8,6 +8,9 @@
 // rounded down to even for the encoder.
 #pragma once
 #include <atomic>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,6 +22,7 @@
 #include "pipeline/core/failure.hpp"
 #include "pipeline/core/frame.hpp"
 #include "pipeline/core/stats.hpp"
+#include "pipeline/outputs/overlay.hpp"
 
 namespace vc::pipeline {
 
@@ -32,12 +36,20 @@ class OutputStage {
   // `streams`: every stream's statistics (names, live, counters), indexed by stream id; `may_drop`: whether the
   // stream drops frames when behind (live) or never does (files); `consumed(stream)`: an output is done with a
   // frame of a stream that never drops (from an output's thread).
+  // `capacity`: the most streams the run may have (streams added while it runs: add_stream).
   OutputStage(const config::Config& config, std::vector<StreamStats*> streams, std::vector<bool> may_drop,
-              std::string engine, std::string model, std::function<void(int)> consumed);
+              std::string engine, std::string model, std::function<void(int)> consumed, size_t capacity = 0);
   ~OutputStage();
   OutputStage(const OutputStage&) = delete;
   OutputStage& operator=(const OutputStage&) = delete;
 
+  // A stream added while the run goes on, before its first frame: its own output, as the others have. Throws
+  // vc::ConfigError with output.tiled (a mosaic's layout is fixed).
+  void add_stream(int id, StreamStats& stats, bool may_drop);
+  // The stream has ended (or was removed): its output is finalized now, without waiting (never blocks).
+  void finish_stream(int id);
+  // Its output is finalized (or it has none, or shares the mosaic).
+  [[nodiscard]] bool stream_finished(int id) const;
   // Whether frames of this stream are drawn anywhere (if not, nothing is converted or drawn for it).
   [[nodiscard]] bool draws(int stream) const;
   // From the post-processing thread. Never blocks.
@@ -53,10 +65,18 @@ class OutputStage {
   class Worker;
   class StreamWorker;
   class TileWorker;
+  std::string file_name(const std::string& stream);
+  config::Output output_;
+  OverlayMaker overlay_;
+  std::map<std::string, int> name_uses_;  // how many streams of each name had an output in this run
+  std::function<void(int)> done_;
+  mutable std::mutex workers_mutex_;              // workers_ (added to while the run goes on) and finished_
   std::vector<std::unique_ptr<Worker>> workers_;  // one per stream, or one mosaic
+  // By stream id, sized for the run's capacity once (the post stage reads them while streams are added: a stream's
+  // slot is written before its first frame exists).
   std::vector<Worker*> route_;                    // stream id -> its worker (null: no output)
   std::vector<StreamStats*> streams_;
-  std::vector<bool> may_drop_;
+  std::deque<bool> may_drop_;
   std::atomic<bool> wants_stop_{false};
   bool finished_ = false;
 };

@@ -102,22 +102,40 @@ std::string to_json(const StreamEvent& e) {
 JsonLinesSink::JsonLinesSink(const std::string& path_template, const std::vector<std::string>& names, bool timing)
     : path_template_(path_template), timing_(timing) {
   per_stream_ = path_template != "-" && path_template.find("{stream}") != std::string::npos;
-  const size_t count = per_stream_ ? names.size() : 1;
-  for (size_t i = 0; i < count; ++i) {
-    File f;
-    f.path = per_stream_ ? config::for_stream(path_template, names[i]) : path_template;
-    if (f.path == "-") {
-      f.fd = STDOUT_FILENO;
-    } else {
-      const std::filesystem::path p(f.path);
-      std::error_code ec;
-      if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-      f.fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (f.fd < 0) throw CantCreateError(fmt::format("{}: cannot write the results file: {}", f.path, std::strerror(errno)));
-      f.owned = true;
-    }
-    files_.push_back(f);
+  if (!per_stream_) {
+    files_.push_back(open_file(path_template, false));
+    return;
   }
+  for (size_t i = 0; i < names.size(); ++i) add_stream(int(i), names[i]);
+}
+
+JsonLinesSink::File JsonLinesSink::open_file(const std::string& path, bool append) {
+  File f;
+  f.path = path;
+  if (f.path == "-") {
+    f.fd = STDOUT_FILENO;
+    return f;
+  }
+  const std::filesystem::path p(f.path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  f.fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
+  if (f.fd < 0) throw CantCreateError(fmt::format("{}: cannot write the results file: {}", f.path, std::strerror(errno)));
+  if (append) f.written = ::lseek(f.fd, 0, SEEK_END);
+  f.owned = true;
+  opened_.insert(f.path);
+  return f;
+}
+
+void JsonLinesSink::add_stream(int stream, const std::string& name) {
+  if (!per_stream_) return;
+  if (files_.size() <= size_t(stream)) files_.resize(size_t(stream) + 1);
+  const auto path = config::for_stream(path_template_, name);
+  files_[size_t(stream)] = open_file(path, opened_.count(path) > 0);  // a stream back under its name: appended
+}
+
+void JsonLinesSink::end_stream(int stream) {
+  if (per_stream_ && size_t(stream) < files_.size()) finish_file(files_[size_t(stream)]);
 }
 
 JsonLinesSink::~JsonLinesSink() {
@@ -156,19 +174,21 @@ void JsonLinesSink::write_line(int stream, const std::string& text) {
 void JsonLinesSink::frame(const FrameResult& r) { write_line(r.stream, to_json(r, timing_)); }
 void JsonLinesSink::event(const StreamEvent& e) { write_line(e.stream, to_json(e)); }
 
-void JsonLinesSink::close() {
-  for (auto& f : files_) {
-    if (f.fd < 0) continue;
-    // Data written with write(2) is in the kernel; fsync makes sure a full disk or an I/O error shows now.
-    if (f.owned) {
-      const bool synced = ::fsync(f.fd) == 0 || errno == EINVAL;
-      const int err = errno;
-      const bool closed = ::close(f.fd) == 0;
-      f.fd = -1;
-      if (!synced || !closed) throw IoError(fmt::format("{}: cannot finish the results file: {}", f.path, std::strerror(err)));
-    }
+void JsonLinesSink::finish_file(File& f) {
+  if (f.fd < 0) return;
+  // Data written with write(2) is in the kernel; fsync makes sure a full disk or an I/O error shows now.
+  if (f.owned) {
+    const bool synced = ::fsync(f.fd) == 0 || errno == EINVAL;
+    const int err = errno;
+    const bool closed = ::close(f.fd) == 0;
     f.fd = -1;
+    if (!synced || !closed) throw IoError(fmt::format("{}: cannot finish the results file: {}", f.path, std::strerror(err)));
   }
+  f.fd = -1;
+}
+
+void JsonLinesSink::close() {
+  for (auto& f : files_) finish_file(f);
 }
 
 }  // namespace vc::pipeline

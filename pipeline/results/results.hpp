@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class JsonLinesSink final : public ResultSink {
   ~JsonLinesSink() override;
   void frame(const FrameResult& r) override;
   void event(const StreamEvent& e) override;
+  // Per-stream files: the stream's file opens (a name used before in this run is appended to, never truncated) and
+  // is finished when the stream ends.
+  void add_stream(int stream, const std::string& name) override;
+  void end_stream(int stream) override;
   void close() override;
   std::string name() const override { return "results " + path_template_; }
 
@@ -47,11 +52,14 @@ class JsonLinesSink final : public ResultSink {
   };
   void write_line(int stream, const std::string& line);
   File& file_for(int stream);
+  File open_file(const std::string& path, bool append);
+  static void finish_file(File& f);
 
   std::string path_template_;
   bool timing_;
   std::vector<File> files_;       // one, or one per stream
   bool per_stream_ = false;
+  std::set<std::string> opened_;  // every path opened in this run
 };
 
 // The JSON of a result or an event (shared by the sinks; invalid UTF-8 in names is replaced, never fatal).

@@ -138,10 +138,10 @@ bool Stream::on_frame(Frame&& f) {
 bool Stream::wait_interruptibly(double seconds) {
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (Clock::now() < until) {
-    if (env_.stop->load()) return false;
+    if (stopping()) return false;
     std::this_thread::sleep_for(std::min<Clock::duration>(kPoll, until - Clock::now()));
   }
-  return !env_.stop->load();
+  return !stopping();
 }
 
 void Stream::emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt) {
@@ -236,7 +236,10 @@ void Stream::finish_with(std::optional<Failure> failure) {
   }
   // The stream_end event itself is sent by the post-processing stage once the stream's last result is out.
   stats_.set_end_reason(failure ? failure->message
-                                : env_.stop->load() ? "stopped" : max_reached_ ? "max_frames reached" : "end of input");
+                                : removed_         ? "removed"
+                                : env_.stop->load() ? "stopped"
+                                : max_reached_      ? "max_frames reached"
+                                                    : "end of input");
 }
 
 void Stream::supervise_source() {

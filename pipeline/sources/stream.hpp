@@ -53,6 +53,9 @@ class Stream {
   // Opens the source (so that a missing file or camera fails the run at once, with its message and exit code)
   // and starts supervising it on the stream's thread.
   void start();
+  // Stops this stream alone (a service's API removed it): it ends as at the end of its input, reason "removed".
+  void remove() { removed_ = true; }
+  [[nodiscard]] bool removed() const { return removed_.load(); }
   // Waits for the stream's thread to finish (it finishes at the end of the input, on failure, or on stop).
   void join();
   // join() with a limit: false if the thread is still busy (a source that will not stop).
@@ -83,7 +86,7 @@ class Stream {
   bool wait_interruptibly(double seconds);  // false when stopped meanwhile
   void emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt = 0);
   void finish_with(std::optional<Failure> failure);
-  bool stopping() const { return env_.stop->load() || max_reached_.load(); }
+  bool stopping() const { return env_.stop->load() || max_reached_.load() || removed_.load(); }
 
   int id_;
   config::Input input_;
@@ -96,6 +99,7 @@ class Stream {
   std::atomic<int64_t> pass_frames_{0};   // frames of the current file pass / source run
   std::atomic<int64_t> last_pts_{-1};     // the latest frame time of this pass
   std::atomic<bool> max_reached_{false};
+  std::atomic<bool> removed_{false};
   // For the stall watchdog: when the source last handed over a frame (or the run started), and whether it is
   // waiting right now for room in its full queue — back-pressure from a slow engine, not a stalled source.
   std::atomic<int64_t> progress_ns_{0};

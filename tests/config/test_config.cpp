@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "config/config.hpp"
 #include "config/errors.hpp"
@@ -88,7 +89,8 @@ TEST_CASE("rejections name the file, line, column and key path") {
   // Keys that are not names (a list as a key) are configuration errors, not crashes.
   CHECK(rejection("? [a, b]\n: 1\n").find("a key must be a name") != std::string::npos);
   CHECK(rejection("inference:\n  algorithms: {[x]: 1}\n").find("a key must be a name") != std::string::npos);
-  CHECK(rejection("inputs: []\n").find("inputs: expected a list of input sections") != std::string::npos);
+  CHECK(rejection("inputs: {kind: file}\n").find("inputs: expected a list of input sections") != std::string::npos);
+
   CHECK(rejection("inputs:\n  - {kind: file, pathh: a.mp4}\n").find("inputs.0.pathh: unknown key (did you mean path?)") != std::string::npos);
   CHECK(rejection("model:\n  mean: [1, 2]\n") ==
         "test.yaml:2:9: model.mean: expected a list of 3 numbers, got a list");
@@ -292,6 +294,58 @@ TEST_CASE("every key is documented") {
     Config c;
     CHECK_NOTHROW(apply_override(c, k.path + "=" + k.default_value));
   }
+}
+
+TEST_CASE("a service may start with no stream (they come over its API), and the streams it adds need files of their own") {
+  auto empty = parse_config("inputs: []\n", "test.yaml");
+  CHECK_THROWS_WITH_AS(validate(empty), doctest::Contains("inputs: at least one input is needed (or api.enabled"), ConfigError);
+  auto service = parse_config("api: {enabled: true}\ninputs: []\n", "test.yaml");
+  CHECK_NOTHROW(validate(service));
+  auto shared = parse_config("api: {enabled: true}\noutput: {kind: file, path: a.mp4}\n", "test.yaml");
+  try {
+    validate(shared);
+    FAIL("one output file for streams that may be added");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("put {stream} in the path") != std::string::npos);
+    CHECK(e.key() == "output.path");
+  }
+}
+
+TEST_CASE("a stream from a request body is checked as an inputs: entry is, and saved streams read back the same") {
+  Config base = parse_config("input:\n  fps: 12\n", "test.yaml");
+  auto in = parse_input(base, R"({"name": "cam", "kind": "uri", "uri": "rtsp://h/s", "loop": false})", "request");
+  CHECK(in.name == "cam");
+  CHECK(in.kind == InputKind::Uri);
+  CHECK(in.fps == 12);  // the config's input: defaults apply
+  try {
+    (void)parse_input(base, R"({"name": "cam", "kind": "test", "fps": 5000})", "request");
+    FAIL("fps out of range");
+  } catch (const ConfigError& e) {
+    CHECK(e.key() == "input.fps");
+  }
+  CHECK_THROWS_WITH_AS(parse_input(base, R"({"kind": "test"})", "request"), doctest::Contains("input.name: required"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(parse_input(base, R"({"name": "a/b", "kind": "test"})", "request"), doctest::Contains("input.name"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(parse_input(base, "[1, 2]", "request"), doctest::Contains("expected a mapping"), ConfigError);
+  CHECK_THROWS_WITH_AS(parse_input(base, R"({"name": "x", "kind": "test", "pipeline": "videotestsrc ! fakesink"})", "request"),
+                       doctest::Contains("input.pipeline: unknown key"), ConfigError);
+
+  // Saved (only what differs from the input: defaults), then read back: the same streams.
+  const auto file = (std::filesystem::temp_directory_path() / ("vc-state-" + std::to_string(getpid()) + ".yaml")).string();
+  auto other = parse_input(base, R"({"name": "yard", "kind": "test", "pattern": "ball", "fps": 5})", "request");
+  save_inputs({in, other}, file, base.input);
+  std::ifstream saved(file);
+  const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  CHECK(text.find("{name: yard, kind: test, pattern: ball, fps: 5}") != std::string::npos);
+  Config restored = base;
+  load_inputs(restored, file);
+  REQUIRE(restored.inputs.size() == 2);
+  CHECK(input_yaml(restored.inputs[0]) == input_yaml(in));
+  CHECK(input_yaml(restored.inputs[1]) == input_yaml(other));
+  std::ofstream(file) << "inputs: []\nmodel: {top_k: 3}\n";
+  CHECK_THROWS_WITH_AS(load_inputs(restored, file), doctest::Contains("holds `inputs:` and nothing else"), ConfigError);
+  std::filesystem::remove(file);
 }
 
 TEST_SUITE_END();

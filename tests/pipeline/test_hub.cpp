@@ -113,6 +113,45 @@ TEST_CASE("closed streams are drained, reported once, and end the batches") {
   CHECK(hub.pop_batch(4, 0us, 10ms).empty());
 }
 
+TEST_CASE("streams added while the hub runs: held until released, discarded as if never there, slots made new") {
+  FrameHub hub({{8, true}});
+  hub.keep_open(true);  // a service: no stream running is not the end
+  hub.close(0);
+  CHECK(hub.take_drained().streams == std::vector<int>{0});
+  CHECK(!hub.all_done());
+  CHECK(hub.pop_batch(4, 0us, 1ms).empty());
+
+  const int id = hub.add_stream({8, false}, true);
+  CHECK(id == 1);
+  CHECK(hub.streams() == 2);
+  REQUIRE(hub.push(frame(1, 0)));
+  CHECK(hub.pop_batch(4, 0us, 1ms).empty());  // held: the run is not ready for its frames yet
+  hub.release(1);
+  CHECK(hub.pop_batch(4, 0us).size() == 1);
+
+  const int refused = hub.add_stream({8, false}, true);
+  REQUIRE(hub.push(frame(refused, 0)));
+  hub.discard(refused);  // it could not start: its frames go, and it is never reported drained
+  CHECK(!hub.push(frame(refused, 1)));
+  CHECK(hub.take_drained().streams.empty());
+
+  hub.close(1);
+  CHECK(hub.take_drained().streams == std::vector<int>{1});
+  hub.reopen(1, {2, true}, true);  // the slot of a stream that ended, for a new one
+  CHECK(!hub.closed(1));
+  REQUIRE(hub.push(frame(1, 0)));
+  REQUIRE(hub.push(frame(1, 1)));
+  REQUIRE(hub.push(frame(1, 2)));
+  CHECK(hub.dropped(1) == 1);  // its own policy: capacity 2, dropping
+  hub.release(1);
+  CHECK(hub.pop_batch(4, 0us).size() == 2);
+
+  hub.close(1);
+  CHECK(!hub.take_drained().all_done);
+  hub.keep_open(false);  // the service stops: done once every stream is
+  CHECK(hub.take_drained().all_done);
+}
+
 TEST_CASE("a stalled producer is released by shutdown") {
   FrameHub hub({{1, false}});
   REQUIRE(hub.push(frame(0, 0)));

@@ -215,6 +215,17 @@ struct IdleRun final : pipeline::RunControl {
   const pipeline::EventStats* events() const override { return nullptr; }
   std::string engine_name() const override { return "CPU reference"; }
   int cuda_device() const override { return -1; }
+  // (steering is tested against a real run: tests/service/test_api.cpp)
+  config::Config cfg;
+  const config::Config& config() const override { return cfg; }
+  std::vector<config::Input> inputs() const override { return {}; }
+  void add_stream(const config::Input&) override { throw pipeline::RequestError(503, "idle"); }
+  bool remove_stream(const std::string&, std::chrono::milliseconds) override { throw pipeline::RequestError(404, "idle"); }
+  std::optional<pipeline::Snapshot> snapshot(const std::string&, int, std::chrono::milliseconds) override { return {}; }
+  std::vector<pipeline::RecentEvent> recent_events(const std::string&, const std::string&, uint64_t, size_t) const override {
+    return {};
+  }
+  pipeline::RecentEvent last_event(const std::string&) const override { return {}; }
 };
 
 }  // namespace

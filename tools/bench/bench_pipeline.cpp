@@ -8,12 +8,15 @@
 // and the largest number of live 1080p30 streams (the file paced in real time, looped) held with no drops and
 // p99 latency under 100 ms. With --events, each live count runs a second time with an event rule firing on every
 // stream every few seconds (clips of the streams' own packets, snapshots): what recording costs in CPU and latency.
+// With --churn, each live count runs again as a service (api.enabled) while one more stream is added and removed
+// through the run's control interface (what the REST API calls) over and over: the N streams must drop nothing.
 // Prints a table and writes JSON. Random ResNet weights (timing does not depend on them).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -175,7 +178,50 @@ config::Config base_config(const Options& o) {
   return c;
 }
 
-json run_in_process(const Options& o, int n, bool live, double live_seconds, bool events = false) {
+// What --churn measured: streams added and removed while the others ran, and how long each took.
+struct Churn {
+  int added = 0, removed = 0, failed = 0;
+  std::vector<double> first_frame_ms, remove_ms;  // add -> its first result; remove -> outputs finalized
+};
+
+// Adds a live stream, waits for its first result, lets it run a second, removes it; again until `stop`.
+void churn(vc::pipeline::RunControl& run, const config::Input& like, const std::atomic<int>& stop, Churn& out) {
+  for (int k = 0; !stop; ++k) {
+    auto in = like;
+    in.name = fmt::format("churn{}", k);
+    const auto t0 = Clock::now();
+    try {
+      run.add_stream(in);
+    } catch (const std::exception& e) {
+      if (stop) break;
+      fmt::print(stderr, "bench_pipeline: adding {}: {}\n", in.name, e.what());
+      ++out.failed;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    ++out.added;
+    for (;;) {
+      bool got = false;
+      for (const auto& st : run.streams()) got |= st->name == in.name && st->classified > 0;
+      if (got || stop) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    out.first_frame_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const auto t1 = Clock::now();
+    if (run.remove_stream(in.name, std::chrono::seconds(20))) ++out.removed;
+    else ++out.failed;
+    out.remove_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t1).count());
+  }
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
+}
+
+json run_in_process(const Options& o, int n, bool live, double live_seconds, bool events = false, bool churning = false) {
   auto c = base_config(o);
   if (live) c.input.path = o.live_media;
   if (events) {
@@ -204,9 +250,14 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
     in.loop = live;
     c.inputs.push_back(in);
   }
+  if (churning) {
+    c.api.enabled = true;
+    c.api.max_streams = n + 4;
+  }
   config::validate(c);
   std::atomic<int> stop{0};
-  std::thread timer;
+  std::thread timer, churner;
+  Churn churned;
   if (live) {
     timer = std::thread([&] {
       const auto until = Clock::now() + std::chrono::duration<double>(live_seconds);
@@ -216,18 +267,26 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   }
   GpuMemorySampler gpu;
   const double cpu0 = cpu_seconds();
-  const auto s = vc::pipeline::Runner(c).run(stop);
+  vc::pipeline::Runner runner(c);
+  if (churning) churner = std::thread([&] { churn(runner.control(), c.inputs.front(), stop, churned); });
+  const auto s = runner.run(stop);
   const double cpu = cpu_seconds() - cpu0;
   const double gpu_mib = gpu.stop_mib();
   stop = 1;
   if (timer.joinable()) timer.join();
+  if (churner.joinable()) churner.join();
   double per_stream = 0, slowest = s.streams.empty() ? 0 : 1e9;
   // When every stream was running at once: from the last stream's first frame to the first stream's last result.
   // Streams start one after another (each opens its own decoder): a live count is only held if they also ran together.
   bool all_ran = !s.streams.empty();  // every stream got a frame and a result
   double last_start = 0, first_start = 1e300, first_end = 1e300;
   std::string decoder;
+  int64_t base_dropped = 0;  // the N streams' own (not the added and removed ones')
+  int counted = 0;
   for (const auto& r : s.streams) {
+    if (r.name.rfind("churn", 0) == 0) continue;
+    ++counted;
+    base_dropped += r.dropped + r.output_dropped;
     per_stream += r.fps;
     slowest = std::min(slowest, r.fps);
     decoder = r.decoder + (r.gpu_frames ? " (GPU frames)" : "");
@@ -241,13 +300,19 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"frames", s.frames},
           {"seconds", s.seconds},
           {"fps", s.seconds > 0 ? double(s.frames) / s.seconds : 0},
-          {"per_stream_fps", s.streams.empty() ? 0 : per_stream / double(s.streams.size())},
+          {"per_stream_fps", counted == 0 ? 0 : per_stream / double(counted)},
           {"slowest_stream_fps", slowest},
           {"all_running_s", together},
           {"start_spread_s", all_ran ? last_start - first_start : -1},
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
-          {"dropped", s.dropped},
+          {"dropped", base_dropped},
+          {"churn", churning ? json{{"added", churned.added}, {"removed", churned.removed}, {"failed", churned.failed},
+                                    {"first_result_p50_ms", percentile(churned.first_frame_ms, 0.5)},
+                                    {"first_result_max_ms", percentile(churned.first_frame_ms, 1.0)},
+                                    {"remove_p50_ms", percentile(churned.remove_ms, 0.5)},
+                                    {"remove_max_ms", percentile(churned.remove_ms, 1.0)}}
+                             : json()},
           {"cpu_cores", s.seconds > 0 ? cpu / s.seconds : 0},
           {"gpu_mib", gpu_mib},
           {"decoder", decoder},
@@ -337,6 +402,8 @@ int main(int argc, char** argv) {
   cli.add_option("--json", json_path, "write results here");
   bool events = false;
   cli.add_flag("--events", events, "repeat each live run with an event rule firing on every stream every few seconds");
+  bool churning = false;
+  cli.add_flag("--churn", churning, "repeat each live run as a service, a stream added and removed over and over beside them");
   cli.add_flag("--cpu", o.cpu, "use the CPU engine (a smoke test without a GPU; the numbers mean little)");
   CLI11_PARSE(cli, argc, argv);
   height = width * 9 / 16 / 2 * 2;
@@ -456,6 +523,18 @@ int main(int argc, char** argv) {
                    rec["p99_ms"].get<double>() - row["p99_ms"].get<double>(), rec["dropped"].get<int64_t>(),
                    rec["cpu_cores"].get<double>(), rec["cpu_cores"].get<double>() - row["cpu_cores"].get<double>());
         row["with_events"] = rec;
+      }
+      if (churning) {
+        json rec = run_in_process(o, n, true, live_seconds, false, true);
+        const auto& ch = rec["churn"];
+        fmt::print("       with streams added and removed: {} added, {} removed, {} failed; first result p50 {:.0f} ms (max "
+                   "{:.0f}), removal p50 {:.0f} ms (max {:.0f}); the {}: {} dropped, p99 {:>6.1f} ms, {:.1f} fps each -> {}\n",
+                   ch["added"].get<int>(), ch["removed"].get<int>(), ch["failed"].get<int>(),
+                   ch["first_result_p50_ms"].get<double>(), ch["first_result_max_ms"].get<double>(),
+                   ch["remove_p50_ms"].get<double>(), ch["remove_max_ms"].get<double>(), n, rec["dropped"].get<int64_t>(),
+                   rec["p99_ms"].get<double>(), rec["per_stream_fps"].get<double>(),
+                   rec["dropped"].get<int64_t>() == 0 && ch["failed"].get<int>() == 0 ? "none lost" : "FRAMES LOST");
+        row["with_churn"] = rec;
       }
       out["live"].push_back(row);
     }

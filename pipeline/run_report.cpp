@@ -1,0 +1,162 @@
+#include "pipeline/run_report.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "config/logging.hpp"
+#include "pipeline/sources/stream.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+Progress::Progress(bool enabled, double log_interval_s)
+    : terminal_(isatty(STDERR_FILENO)), enabled_(enabled && (terminal_ || log_interval_s > 0)),
+      interval_(terminal_ ? Clock::duration(500ms)
+                          : std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(log_interval_s))) {}
+
+void Progress::update(const std::vector<std::unique_ptr<Stream>>& streams, Clock::time_point start) {
+  if (!enabled_) return;
+  const auto now = Clock::now();
+  if (now - last_ < interval_ || (!terminal_ && now - start < interval_)) return;
+  last_ = now;
+  int64_t done = 0, total = 0;
+  bool known = true;
+  for (const auto& s : streams) {
+    done += s->stats().classified;
+    const int64_t expected = s->input().max_frames > 0 ? s->input().max_frames : s->stats().expected.load();
+    if (expected > 0 && !s->input().loop) total += expected;
+    else known = false;
+  }
+  const double elapsed = seconds_between(start, now);
+  const double fps = elapsed > 0 ? double(done) / elapsed : 0;
+  std::string text;
+  if (known && total > 0) {
+    const double eta = fps > 0 ? double(std::max<int64_t>(total - done, 0)) / fps : 0;
+    text = fmt::format("{}/{} frames ({:.0f}%)  {:.1f} fps  ETA {:.0f} s", done, total, 100.0 * double(done) / double(total),
+                       fps, eta);
+  } else {
+    text = fmt::format("{} frames  {:.1f} fps", done, fps);
+  }
+  if (!terminal_) {
+    vc::log::get("progress")->info("{}", text);
+    return;
+  }
+  fmt::print(stderr, "\r  {}   ", text);
+  shown_ = true;
+}
+
+void Progress::done() {
+  if (shown_) fmt::print(stderr, "\n");
+  shown_ = false;
+}
+
+void PerfReport::update(const std::vector<std::unique_ptr<Stream>>& streams) {
+  if (!enabled_) return;
+  const auto now = Clock::now();
+  if (last_ == Clock::time_point{}) {
+    last_ = now;
+    previous_.assign(streams.size(), {0, 0});
+    return;
+  }
+  const double dt = seconds_between(last_, now);
+  if (dt < interval_) return;
+  previous_.resize(streams.size(), {0, 0});  // streams that joined since
+  std::string line;
+  double total = 0;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const auto& st = streams[i]->stats();
+    if (st.state == StreamState::Ended) continue;
+    const int64_t frames = st.classified, drops = st.queue_dropped + st.output_dropped;
+    const double fps = double(frames - previous_[i].first) / dt;
+    total += fps;
+    line += fmt::format("{}{} {:.1f} fps, {} dropped, p99 {:.0f} ms{}", line.empty() ? "" : " | ", st.name, fps,
+                        drops - previous_[i].second, st.latency.percentile_ms(0.99),
+                        st.state == StreamState::Reconnecting ? " (reconnecting)"
+                        : st.state == StreamState::Failed    ? " (failed)" : "");
+    previous_[i] = {frames, drops};
+  }
+  if (!line.empty()) vc::log::get("perf")->info("{} | total {:.1f} fps", line, total);
+  last_ = now;
+}
+
+StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point start) {
+  const auto& st = s.stats();
+  StreamSummary r;
+  r.name = st.name;
+  r.source = st.source;
+  r.decoder = st.decoder_name();
+  r.live = st.live;
+  r.gpu_frames = st.gpu_frames;
+  r.frames = st.classified;
+  r.dropped = st.queue_dropped;
+  r.output_dropped = st.output_dropped;
+  r.reconnects = st.reconnects;
+  r.non_finite = st.non_finite;
+  r.failed_images = st.failed_items;
+  r.damaged_frames = st.damaged_frames;
+  r.lost_frames = st.lost_frames;
+  r.fps = st.average_fps();
+  if (const int64_t first = st.first_frame_ns) r.first_frame_s = seconds_between(start, from_steady_ns(first));
+  if (const int64_t last = st.last_result_ns) r.last_result_s = seconds_between(start, from_steady_ns(last));
+  r.latency_mean_ms = st.latency.mean_ms();
+  r.latency_p50_ms = st.latency.percentile_ms(0.5);
+  r.latency_p99_ms = st.latency.percentile_ms(0.99);
+  r.queue_ms = st.queue_wait.mean_ms();
+  r.inference_ms = st.inference.mean_ms();
+  r.post_ms = st.post.mean_ms();
+  r.output_ms = st.output.mean_ms();
+  if (auto f = s.failure()) {
+    r.status = "failed";
+    r.error = f->message;
+  } else {
+    // A stream that had ended by itself before the stop request is complete; one the service removed says so.
+    const auto reason = st.end_reason_text();
+    r.status = reason == "removed" ? "removed" : interrupted && reason == "stopped" ? "interrupted" : "ok";
+  }
+  return r;
+}
+
+std::string format_summary(const RunSummary& s) {
+  std::string out = fmt::format("{:<12} {:>8} {:>7} {:>8} {:>9} {:>9} {:>9}  {}\n", "stream", "frames", "dropped", "fps",
+                                "lat mean", "lat p50", "lat p99", "status");
+  for (const auto& r : s.streams) {
+    std::string status = r.status;
+    if (r.reconnects) status += fmt::format(", {} restart(s)", r.reconnects);
+    if (r.non_finite) status += fmt::format(", {} NaN frame(s)", r.non_finite);
+    if (r.output_dropped) status += fmt::format(", {} not drawn", r.output_dropped);
+    if (r.lost_frames) status += fmt::format(", {} lost (undecodable)", r.lost_frames);
+    if (r.damaged_frames) status += fmt::format(", {} damaged", r.damaged_frames);
+    if (!r.decoder.empty()) status += fmt::format(", {}{}", r.decoder, r.gpu_frames ? " (GPU frames)" : "");
+    out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>6.1f} ms {:>6.1f} ms {:>6.1f} ms  {}\n", r.name, r.frames,
+                       r.dropped + r.output_dropped, r.fps, r.latency_mean_ms, r.latency_p50_ms, r.latency_p99_ms, status);
+    if (!r.error.empty()) out += fmt::format("{:<12} {}\n", "", r.error);
+  }
+  const double fps = s.seconds > 0 ? double(s.frames) / s.seconds : 0;
+  out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
+                     fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
+  if (!s.events.empty()) out += "events: " + s.events + "\n";
+  if (!s.streams.empty()) {
+    double q = 0, i = 0, p = 0, o = 0;
+    for (const auto& r : s.streams) {
+      q += r.queue_ms;
+      i += r.inference_ms;
+      p += r.post_ms;
+      o += r.output_ms;
+    }
+    const double n = double(s.streams.size());
+    out += fmt::format("where the time goes (mean per frame): queue {:.1f} ms, preprocess + inference {:.1f} ms, "
+                       "post-processing {:.1f} ms, overlay + encode {:.1f} ms\n", q / n, i / n, p / n, o / n);
+  }
+  return out;
+}
+
+}  // namespace vc::pipeline

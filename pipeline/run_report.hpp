@@ -1,0 +1,86 @@
+// What a run reports while it goes and at its end: the progress line for files, the periodic performance line for
+// live streams, and the summary — a row per stream, the totals, the exit status — with its table.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/errors.hpp"
+#include "pipeline/core/frame.hpp"
+
+namespace vc::pipeline {
+
+class Stream;
+
+struct StreamSummary {
+  std::string name, source, decoder, status;  // status: "ok", "interrupted", "removed" (API), "failed"
+  std::string error;                          // why it failed
+  int64_t frames = 0, dropped = 0, output_dropped = 0, reconnects = 0, non_finite = 0, failed_images = 0;
+  int64_t damaged_frames = 0, lost_frames = 0;  // decoded from damaged data; could not be decoded at all
+  bool live = false, gpu_frames = false;
+  double fps = 0;
+  double latency_mean_ms = 0, latency_p50_ms = 0, latency_p99_ms = 0;
+  double queue_ms = 0, inference_ms = 0, post_ms = 0, output_ms = 0;  // mean per stage
+  // Seconds from the run's start to the stream's first frame and to its last result (-1: none): when it ran.
+  double first_frame_s = -1, last_result_s = -1;
+};
+
+struct RunSummary {
+  std::vector<StreamSummary> streams;
+  int64_t frames = 0, dropped = 0;
+  double seconds = 0;
+  double latency_p50_ms = 0, latency_p99_ms = 0;
+  bool interrupted = false;
+  std::string engine;
+  ExitCode code = ExitCode::kOk;              // kOk, or what went wrong first (a lost result, a failed stream)
+  std::vector<std::string> problems;          // every failure but the streams' own (those are in their rows)
+  std::vector<std::string> failed_streams;    // the streams that failed (their rows say why)
+  std::vector<std::pair<std::string, int64_t>> sink_drops;  // best-effort sinks (MQTT): messages dropped
+  std::string events;                         // with event rules: "3 events, 3 clips, 3 snapshots in DIR"; else ''
+  int64_t event_count = 0, event_clips = 0, event_clip_bytes = 0, event_failures = 0;
+  // Streams whose source did not stop (a decoder stuck in the driver): their threads still run, so the process must
+  // end without tearing down what they use (app: _exit after the outputs are finalized).
+  std::vector<std::string> abandoned;
+};
+
+// The end-of-run table: one line per stream, then the totals.
+std::string format_summary(const RunSummary& summary);
+
+// "\r  1200/3000 frames (40%)  412.3 fps  ETA 4 s" on a terminal, at most twice a second; elsewhere (a CI log, a pipe,
+// systemd) the same as a log line every logging.progress_interval_s, so that a long file shows a sign of life.
+// fps = frames / wall time.
+class Progress {
+ public:
+  Progress(bool enabled, double log_interval_s);
+  void update(const std::vector<std::unique_ptr<Stream>>& streams, Clock::time_point start);
+  void done();
+
+ private:
+  bool terminal_, enabled_;
+  Clock::duration interval_;
+  bool shown_ = false;
+  Clock::time_point last_{};
+};
+
+// A one-line performance report every logging.perf_interval_s while live streams run (DeepStream's **PERF); streams
+// that have ended (removed from a service) are left out.
+class PerfReport {
+ public:
+  PerfReport(double interval_s, bool any_live) : interval_(interval_s), enabled_(interval_s > 0 && any_live) {}
+  // A live stream joined the run (the service's API).
+  void live_joined() { enabled_ = interval_ > 0; }
+  void update(const std::vector<std::unique_ptr<Stream>>& streams);
+
+ private:
+  double interval_;
+  bool enabled_;
+  Clock::time_point last_{};
+  std::vector<std::pair<int64_t, int64_t>> previous_;
+};
+
+// A stream's row of the summary. `interrupted`: the run was stopped (a stream still going then is "interrupted").
+StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point start);
+
+}  // namespace vc::pipeline

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""The web page in a real browser: Debian's chromium, headless, driven over the DevTools protocol (its pipe: no
+driver, no websocket library). Against a real run of the app (CPU engine, three test-pattern streams), it checks that
+the page loads with no console error, shows one tile per stream with the label the results file has for that stream
+and a snapshot, that the add form adds a tile (and the stream runs) and that the remove button removes it (and its
+results are finalized). It saves a screenshot of the page.
+
+    web_page_test.py --app build/app/video-classifier --out build/web-page [--screenshot FILE]
+    web_page_test.py --app build/app/video-classifier --out build/web-demo --demo --screenshot docs/web-page.png
+
+--demo runs assets/configs/web-demo.yaml instead (the sample video on four streams, with event rules) and only takes
+the screenshot, once every tile has its picture and events have their thumbnails: the README's picture.
+
+Exit 0: passed; 1: failed (what, on stderr); 77: skipped (no chromium on this machine).
+"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "web-page-test-token"
+# Still test patterns: each stream's label holds from frame to frame, so the page and the results file agree.
+STREAMS = [("entrance", "smpte"), ("loading-bay", "checkers-8"), ("yard", "pinwheel")]
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Browser:
+    """Chromium with --remote-debugging-pipe: JSON messages, each ended by a NUL byte, on fds 3 (in) and 4 (out)."""
+
+    def __init__(self, chromium, profile):
+        to_browser_r, self.to_browser = os.pipe()
+        self.from_browser, from_browser_w = os.pipe()
+
+        def fds():  # the child's fds 3 and 4
+            os.dup2(to_browser_r, 3)
+            os.dup2(from_browser_w, 4)
+
+        self.process = subprocess.Popen(
+            [chromium, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
+             "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--mute-audio", f"--user-data-dir={profile}",
+             "--window-size=1400,900", "about:blank"],
+            preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL,  # (closing fds would close 3 and 4 again)
+            stderr=open(Path(profile) / "chromium.log", "wb"))
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self.buffer = b""
+        self.next_id = 0
+        self.events = []
+        self.session = None
+
+    def send(self, method, params=None, session=True, timeout=30):
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params or {}}
+        if session and self.session:
+            message["sessionId"] = self.session
+        os.write(self.to_browser, json.dumps(message).encode() + b"\0")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            reply = self.receive(deadline)
+            if reply is None:
+                break
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise Failure(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+        raise Failure(f"{method}: no answer from chromium within {timeout} s")
+
+    def receive(self, deadline):
+        while b"\0" not in self.buffer:
+            import select
+            ready, _, _ = select.select([self.from_browser], [], [], max(0.0, deadline - time.time()))
+            if not ready:
+                return None
+            chunk = os.read(self.from_browser, 1 << 20)
+            if not chunk:
+                raise Failure("chromium closed its pipe (see chromium.log)")
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def pump(self, seconds):
+        """Takes in the events that arrive within `seconds`."""
+        deadline = time.time() + seconds
+        while True:
+            message = self.receive(deadline)
+            if message is None:
+                return
+            self.events.append(message)
+
+    def evaluate(self, expression):
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in result:
+            raise Failure(f"evaluating {expression!r}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression, what, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.evaluate(expression):
+                return
+            self.pump(0.25)
+        tiles = self.evaluate("JSON.stringify([...document.querySelectorAll('.tile')].map(t => Object.assign({}, t.dataset)))")
+        raise Failure(f"the page never showed {what} (within {timeout} s); tiles: {tiles}; "
+                      f"errors: {console_errors(self.events)[:5]}")
+
+    def close(self):
+        try:
+            self.send("Browser.close", session=False, timeout=5)
+        except Failure:
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def console_errors(events):
+    """What the page said was wrong: console.error/assert, uncaught exceptions, failed loads and other error logs."""
+    errors = []
+    for e in events:
+        method, params = e.get("method"), e.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            errors.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"]))
+        elif method == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            errors.append("exception: " + details.get("exception", {}).get("description", details.get("text", "")))
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+            errors.append(f"log ({params['entry']['source']}): {params['entry']['text']} {params['entry'].get('url', '')}")
+    return errors
+
+
+def label_in_results(results_file):
+    """The label the results file has for its stream now: the last frame's top-1 (what the service shows, as the
+    overlay's headline does)."""
+    last = None
+    for line in Path(results_file).read_text().splitlines():
+        item = json.loads(line)
+        if "top" in item:
+            last = item
+    return None if last is None else last["top"][0]["label"]
+
+
+def run(args):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("skipped: no chromium on this machine (scripts/install-deps.sh installs it)")
+        return 77
+    out = Path(args.out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / "token").write_text(TOKEN + "\n")
+    port = free_port()
+    if args.demo:
+        names = ["dock-1", "dock-2", "shelf", "packing"]
+        command = ["--config", str(ROOT / "assets/configs/web-demo.yaml"), "--set", f"metrics.port={port}",
+                   "--set", f"api.token_file={out / 'token'}", "--set", f"api.state_file={out / 'state.yaml'}",
+                   "--set", f"events.dir={out / 'events'}"]
+    else:
+        names = [name for name, _ in STREAMS]
+        inputs = "".join(f"  - {{name: {name}, kind: test, pattern: {pattern}, fps: 10}}\n" for name, pattern in STREAMS)
+        (out / "service.yaml").write_text(
+            f"api:\n  enabled: true\n  token_file: token\n  snapshot_interval_s: 0.5\nmetrics:\n  port: {port}\n"
+            f"inputs:\n{inputs}output:\n  results: results/{{stream}}.jsonl\n")
+        command = ["--config", str(out / "service.yaml")]
+    log = open(out / "app.log", "wb")
+    app = subprocess.Popen([str(Path(args.app).resolve())] + command, stdout=log, stderr=subprocess.STDOUT, cwd=out)
+    base = f"http://127.0.0.1:{port}"
+    browser = None
+    try:
+        import urllib.request
+        deadline = time.time() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(base + "/readyz", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            if app.poll() is not None or time.time() > deadline:
+                raise Failure(f"the app did not become ready: {(out / 'app.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+
+        profile = tempfile.mkdtemp(prefix="vc-chromium-")
+        browser = Browser(chromium, profile)
+        target = browser.send("Target.createTarget", {"url": "about:blank"}, session=False)
+        browser.session = browser.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
+                                       session=False)["sessionId"]
+        for domain in ("Runtime", "Log", "Page"):
+            browser.send(f"{domain}.enable")
+        browser.send("Emulation.setDeviceMetricsOverride",
+                     {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        browser.send("Page.navigate", {"url": base + "/"})
+
+        # One tile per stream, each with a picture and a label.
+        browser.wait_for(f"document.querySelectorAll('.tile').length === {len(names)}", f"{len(names)} tiles")
+        browser.wait_for("[...document.querySelectorAll('.tile')].every(t => Number(t.dataset.pictures || 0) >= 1 "
+                         "&& t.dataset.label)", "a snapshot and a label on every tile")
+        shown = browser.evaluate("Object.fromEntries([...document.querySelectorAll('.tile')]"
+                                 ".map(t => [t.dataset.stream, t.dataset.label]))")
+        if sorted(shown) != sorted(names):
+            raise Failure(f"tiles for {sorted(shown)}, streams {sorted(names)}")
+        if args.demo:
+            browser.wait_for("document.querySelectorAll('#events img').length >= 3", "events with thumbnails", 120)
+            browser.pump(2.0)
+            shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
+            Path(args.screenshot or out / "web-page.png").write_bytes(shot)
+            print(f"web page demo: screenshot {args.screenshot or out / 'web-page.png'}")
+            return 0
+        for name in names:
+            # The page shows what the service had at its last look; the label of a still pattern holds.
+            expected = label_in_results(out / "results" / f"{name}.jsonl")
+            if shown[name] != expected:
+                raise Failure(f"tile {name} shows {shown[name]!r}, the results file says {expected!r}")
+        browser.wait_for("document.querySelectorAll('#events li:not(.empty)').length >= 1", "the recent events")
+        browser.pump(1.0)
+        shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
+        (out / "web-page.png").write_bytes(shot)
+        if args.screenshot:
+            Path(args.screenshot).write_bytes(shot)
+
+        # The add form adds a tile, and the new stream runs.
+        browser.evaluate("""(() => {
+            const f = document.getElementById('add');
+            f.name.value = 'added'; f.kind.value = 'test'; f.source.value = 'smpte'; f.token.value = '%s';
+            f.requestSubmit(); return true; })()""" % TOKEN)
+        browser.wait_for("!!document.querySelector('.tile[data-stream=\"added\"]')", "the added stream's tile")
+        browser.wait_for("Number(document.querySelector('.tile[data-stream=\"added\"]').dataset.pictures || 0) >= 1",
+                         "the added stream's snapshot")
+        message = browser.evaluate("document.getElementById('form-message').textContent")
+        if message != "added added":
+            raise Failure(f"the form said {message!r}")
+        # The remove button removes it (the page asks first: answered yes), and its results are finalized.
+        browser.evaluate("window.confirm = () => true; "
+                         "document.querySelector('.tile[data-stream=\"added\"] .remove').click(); true")
+        browser.wait_for("!document.querySelector('.tile[data-stream=\"added\"]')", "the added tile gone")
+        last = json.loads((out / "results" / "added.jsonl").read_text().splitlines()[-1])
+        if last.get("event") != "stream_end" or last.get("reason") != "removed":
+            raise Failure(f"added.jsonl ends with {last}, not its stream_end")
+        if browser.evaluate("document.querySelectorAll('.tile').length") != len(names):
+            raise Failure("the other tiles did not stay")
+
+        browser.pump(1.0)
+        errors = console_errors(browser.events)
+        if errors:
+            raise Failure("the page reported errors:\n  " + "\n  ".join(errors))
+        print(f"web page: {len(names)} tiles with their results' labels {shown}, add and remove through the page, "
+              f"no console errors; screenshot {out / 'web-page.png'}")
+        return 0
+    finally:
+        if browser:
+            browser.close()
+        app.send_signal(signal.SIGINT)
+        try:
+            app.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            app.kill()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--app", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--screenshot", help="also save the screenshot here")
+    parser.add_argument("--demo", action="store_true", help="assets/configs/web-demo.yaml, a screenshot only")
+    args = parser.parse_args()
+    try:
+        return run(args)
+    except Failure as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
