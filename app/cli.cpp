@@ -66,9 +66,29 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   auto* show = app.add_subcommand("config", "print the effective configuration")->fallthrough();
   CommandLine cl;
   show->add_flag("--keys", cl.list_keys, "list every key with its default and meaning instead");
-  auto* evaluate = app.add_subcommand("evaluate", "score a results file against ground truth")->fallthrough();
-  evaluate->add_option("--results", cl.results_path, "JSON-lines results written by run")->required();
-  evaluate->add_option("--ground-truth", cl.ground_truth, "ground-truth file: one 'frame label' per line")->required();
+  auto* evaluate = app.add_subcommand("evaluate", "score a results file against ground truth, or the model on an image "
+                                                  "folder")->fallthrough();
+  auto* results_opt = evaluate->add_option("--results", cl.results_path, "JSON-lines results written by run");
+  auto* truth_opt = evaluate->add_option("--ground-truth", cl.ground_truth, "ground-truth file: one 'frame label' per line");
+  auto* images_opt = evaluate->add_option("--images", cl.images, "an image folder DIR/LABEL/*.jpg (a captured dataset's "
+                                                                 "split): the model's accuracy on it, through the app's "
+                                                                 "own preprocessing and engine");
+  results_opt->needs(truth_opt);
+  truth_opt->needs(results_opt);
+  images_opt->excludes(results_opt)->excludes(truth_opt);
+  auto* capture = app.add_subcommand("capture", "save frames of the input as JPEG into a dataset for training: "
+                                                "DATASET/SPLIT/LABEL/")->fallthrough();
+  capture->add_option("--dataset", cl.capture.dataset, "the dataset folder (created; added to)")->required();
+  capture->add_option("--label", cl.capture.label, "the label of every frame taken")->required();
+  capture->add_option("--from", cl.capture.from_s, "start at this stream time (s)");
+  capture->add_option("--to", cl.capture.to_s, "stop at this stream time (s)");
+  capture->add_option("--every", cl.capture.every, "take every Nth frame");
+  capture->add_option("--fps", cl.capture.fps, "take frames at this rate instead (per second of stream time)");
+  capture->add_option("--split", cl.capture.split, "splits and their shares, by blocks of stream time")
+      ->capture_default_str();
+  capture->add_option("--block", cl.capture.block_s, "seconds of stream time that go to one split together")
+      ->capture_default_str();
+  capture->add_option("--max", cl.capture.max, "stop after this many frames (0: no limit)");
   evaluate->add_flag("--smoothed", cl.smoothed, "score the smoothed label (what the overlay shows) instead of the top-1");
   auto* diagnose = app.add_subcommand("diagnose", "run the model layer by layer on the GPU beside the CPU reference and "
                                                   "name the first layer that goes wrong (NaN troubleshooting)")->fallthrough();
@@ -91,6 +111,11 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   if (show->parsed()) cl.command = "config";
   if (evaluate->parsed()) cl.command = "evaluate";
   if (diagnose->parsed()) cl.command = "diagnose";
+  if (capture->parsed()) cl.command = "capture";
+  if (evaluate->parsed() && cl.images.empty() && cl.results_path.empty()) {
+    std::cerr << "video-classifier evaluate: give --results with --ground-truth, or --images DIR\n";
+    return static_cast<int>(ExitCode::kUsage);
+  }
   const bool runs = cl.command == "run";
   if (runs && argc == 1 + (run->parsed() ? 1 : 0)) {
     std::cerr << "video-classifier: nothing to classify: give --input (a video file, /dev/video0, rtsp://…, test) "

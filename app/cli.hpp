@@ -16,6 +16,13 @@ struct CommandLine {
   std::string ground_truth;     // evaluate --ground-truth
   bool smoothed = false;        // evaluate --smoothed: score the smoothed label instead of the top-1
   std::string frame_path;       // diagnose --image
+  std::string images;           // evaluate --images: an image folder, DIR/LABEL/*.jpg
+  struct Capture {              // capture
+    std::string dataset, label;
+    std::string split = "train=0.8,val=0.2";
+    double from_s = 0, to_s = -1, fps = 0, block_s = 5;
+    int64_t every = 1, max = 0;
+  } capture;
 };
 
 // Parses argv. Returns the exit code to leave with instead when parsing ends the program

@@ -18,7 +18,11 @@ int print_config(const CommandLine& cl, std::ostream& out);
 // Returns 0 (every layer fine), 65 (a data fault: weights or input), 70 (an algorithm fault).
 int diagnose(const CommandLine& cl, std::ostream& out);
 
-// Scores a results file against ground truth: frame accuracy, per-class accuracy, confusion matrix.
+// Scores a results file against ground truth — or, with --images, the model on an image folder (DIR/LABEL/*.jpg)
+// through the app's own pipeline: frame accuracy, per-class accuracy, confusion matrix.
 int evaluate(const CommandLine& cl, std::ostream& out);
+
+// Saves frames of the input as JPEG into a dataset (DATASET/SPLIT/LABEL/), with labels.txt and manifest.jsonl.
+int capture(const CommandLine& cl, std::ostream& out);
 
 }  // namespace vc::app

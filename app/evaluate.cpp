@@ -1,44 +1,53 @@
 // `video-classifier evaluate`: scores a results file (JSON lines from `run`) against ground truth — a truth file
-// ("frame<TAB>label" per line) or another results file (e.g. the CPU engine's, to compare engines) — and prints
-// frame accuracy, per-class accuracy and the confusion matrix.
+// ("frame<TAB>label" per line) or another results file (e.g. the CPU engine's, to compare engines) — or, with
+// --images DIR, the model on an image folder (DIR/LABEL/*.jpg: a captured dataset's split) run through the app's own
+// pipeline (its image source, preprocessing and engine); and prints frame accuracy, per-class accuracy and the
+// confusion matrix.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
 #include "app/results_readers.hpp"
 #include "config/errors.hpp"
+#include "pipeline/runner.hpp"
+#include "pipeline/sources/image_files.hpp"
 
 namespace vc::app {
 
-int evaluate(const CommandLine& cl, std::ostream& out) {
-  const auto predicted = read_results(cl.results_path, cl.smoothed);
-  const auto truth = read_truth(cl.ground_truth);
+namespace fs = std::filesystem;
+
+namespace {
+
+// (truth, predicted) per scored item.
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+void print_scores(std::ostream& out, const Pairs& pairs, const std::string& what) {
   std::set<std::string> class_set;
-  for (const auto& [f, l] : truth) class_set.insert(l);
-  for (const auto& [f, l] : predicted) class_set.insert(l);
+  for (const auto& [t, p] : pairs) {
+    class_set.insert(t);
+    class_set.insert(p);
+  }
   const std::vector<std::string> classes(class_set.begin(), class_set.end());
   auto index = [&](const std::string& l) { return int(std::lower_bound(classes.begin(), classes.end(), l) - classes.begin()); };
   std::vector<std::vector<int>> confusion(classes.size(), std::vector<int>(classes.size(), 0));
-  int64_t scored = 0, correct = 0, missing = 0;
-  for (const auto& [frame, label] : truth) {
-    auto it = predicted.find(frame);
-    if (it == predicted.end()) {
-      ++missing;
-      continue;
-    }
-    ++scored;
-    correct += it->second == label;
-    ++confusion[index(label)][index(it->second)];
+  int64_t correct = 0;
+  for (const auto& [t, p] : pairs) {
+    correct += t == p;
+    ++confusion[index(t)][index(p)];
   }
-  if (scored == 0) throw DataError(fmt::format("{} and {} have no frame in common", cl.results_path, cl.ground_truth));
-  const double accuracy = double(correct) / double(scored);
-  fmt::print(out, "frames scored: {} ({} in the ground truth without a result)\n", scored, missing);
-  fmt::print(out, "frame accuracy: {:.2f}% ({}/{}) of the {} label{}\n\nper class:\n", accuracy * 100, correct, scored,
-             cl.smoothed ? "smoothed" : "top-1", cl.smoothed ? " (what the overlay headline shows)" : " (add --smoothed to score the smoothed label)");
+  const auto scored = int64_t(pairs.size());
+  fmt::print(out, "{} accuracy: {:.2f}% ({}/{}) {}\n\nper class:\n", what == "images" ? "image" : "frame",
+             100.0 * double(correct) / double(scored), correct, scored, what == "images" ? "" : what);
   for (size_t c = 0; c < classes.size(); ++c) {
     int total = 0;
     for (int v : confusion[c]) total += v;
@@ -50,6 +59,82 @@ int evaluate(const CommandLine& cl, std::ostream& out) {
     for (int v : confusion[r]) fmt::print(out, " {:4}", v);
     fmt::print(out, "\n");
   }
+}
+
+// The model on DIR/LABEL/*: one image stream per label folder, the results read back, each image's label its folder's.
+int evaluate_images(const CommandLine& cl, std::ostream& out) {
+  const fs::path dir(cl.images);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw NoInputError(fmt::format("{}: not a folder (give DIR with a folder per label)", cl.images));
+  config::Config c = cl.config;
+  c.inputs.clear();
+  std::vector<fs::path> folders;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory()) folders.push_back(entry.path());
+  }
+  std::sort(folders.begin(), folders.end());
+  for (const auto& folder : folders) {
+    try {
+      (void)pipeline::image_files(folder.string());
+    } catch (const NoInputError&) {
+      continue;  // a label folder without images
+    }
+    config::Input in = c.input;
+    in.kind = config::InputKind::Image;
+    in.path = folder.string();
+    in.loop = false;
+    in.name = fmt::format("label{}", c.inputs.size());
+    c.inputs.push_back(in);
+  }
+  if (c.inputs.empty()) throw NoInputError(fmt::format("{}: no LABEL/ folder with images in it", cl.images));
+  const auto results = fs::temp_directory_path() / fmt::format("vc-evaluate-{}.jsonl", getpid());
+  c.output.kind = config::OutputKind::None;
+  c.output.results = results.string();
+  c.metrics.enabled = false;
+  c.mqtt.enabled = false;
+  c.api.enabled = false;
+  c.events.rules.clear();
+  config::validate(c);
+  std::atomic<int> stop{0};
+  const auto summary = pipeline::Runner(c).run(stop);
+  Pairs pairs;
+  std::ifstream in(results);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("top") || j["top"].empty()) continue;
+    const auto truth = fs::path(j["source"].get<std::string>()).parent_path().filename().string();
+    pairs.emplace_back(truth, j["top"][0]["label"].get<std::string>());
+  }
+  fs::remove(results, ec);
+  if (summary.code != ExitCode::kOk) throw Error(summary.code, fmt::format("evaluate: the run over {} failed", cl.images));
+  if (pairs.empty()) throw DataError(fmt::format("{}: no image was classified", cl.images));
+  fmt::print(out, "images scored: {} in {} label folder(s) of {} ({})\n", pairs.size(), c.inputs.size(), cl.images,
+             summary.engine);
+  print_scores(out, pairs, "images");
+  return 0;
+}
+
+}  // namespace
+
+int evaluate(const CommandLine& cl, std::ostream& out) {
+  if (!cl.images.empty()) return evaluate_images(cl, out);
+  const auto predicted = read_results(cl.results_path, cl.smoothed);
+  const auto truth = read_truth(cl.ground_truth);
+  Pairs pairs;
+  int64_t missing = 0;
+  for (const auto& [frame, label] : truth) {
+    auto it = predicted.find(frame);
+    if (it == predicted.end()) {
+      ++missing;
+      continue;
+    }
+    pairs.emplace_back(label, it->second);
+  }
+  if (pairs.empty()) throw DataError(fmt::format("{} and {} have no frame in common", cl.results_path, cl.ground_truth));
+  fmt::print(out, "frames scored: {} ({} in the ground truth without a result)\n", pairs.size(), missing);
+  print_scores(out, pairs, fmt::format("of the {} label{}", cl.smoothed ? "smoothed" : "top-1",
+                                       cl.smoothed ? " (what the overlay headline shows)"
+                                                   : " (add --smoothed to score the smoothed label)"));
   return 0;
 }
 

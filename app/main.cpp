@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     if (cl.command == "config") return vc::app::print_config(cl, std::cout);
     if (cl.command == "evaluate") return vc::app::evaluate(cl, std::cout);
     if (cl.command == "diagnose") return vc::app::diagnose(cl, std::cout);
+    if (cl.command == "capture") return vc::app::capture(cl, std::cout);
     return vc::app::classify(cl.config, [argc, argv] {
       auto again = vc::app::parse_command_line(argc, argv);
       if (auto* c = std::get_if<vc::app::CommandLine>(&again)) return c->config;

@@ -162,6 +162,11 @@ LoadedModel load_model(const config::Config& cfg) {
   if (architecture == "auto" && card.architecture) architecture = *card.architecture;
   LoadedModel model{build_resnet(file, architecture, cfg.model.bn_eps), {}};
   model.settings = merge_settings(cfg, card, weights, model.network.num_classes);
+  if (const auto it = file.metadata().find("weights"); it != file.metadata().end() && it->second == "random") {
+    model.settings.random_weights = true;
+    log->warn("{}: its weights are random (exported with --random): its labels mean nothing; export pretrained or "
+              "trained weights for real use", weights);
+  }
   const int size = model.settings.model.input_size;
   log->info("{}: {} ({} classes, {:.2f} GMAC per {}x{} frame)", weights, model.network.architecture,
             model.network.num_classes, model.network.macs(size, size) / 1e9, size, size);

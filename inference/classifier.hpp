@@ -21,6 +21,7 @@ struct ModelSettings {
   std::vector<std::string> labels;          // one per class, or empty ("class N")
   std::vector<std::string> provenance;      // lines such as "model.input_size = 128 (from the model file)"
   std::map<std::string, std::string> from_card;  // the keys the model file decided: path -> "model file WEIGHTS"
+  bool random_weights = false;              // the file says its weights are random ("weights": "random")
 };
 
 // The model settings in force — the configuration merged with the model file's card — without building the

@@ -5,12 +5,16 @@ its state_dict (torchvision/timm names) plus a ready config. ImageNet-1k labels 
   python3 tools/export_model.py resnet50                  # torchvision, pretrained weights (downloaded by PyTorch)
   python3 tools/export_model.py resnet50.a1_in1k --timm   # a timm model
   python3 tools/export_model.py resnext50_32x4d --random  # random weights (BatchNorm statistics calibrated), no download
+  python3 tools/export_model.py resnet18 --weights mine.pth --labels mine.txt   # your own trained weights
 
-Writes models/NAME.safetensors and models/NAME.yaml (use: video-classifier --config models/NAME.yaml --input /dev/video0).
+Writes models/NAME.safetensors and models/NAME.yaml, a config that runs anywhere: the sample video in, a labelled
+video and its results out (video-classifier --config models/NAME.yaml; for the webcam: --input /dev/video0
+--output display). Files follow the umask.
 """
 import argparse
 import json
 import os
+import sys
 
 from requires import require  # noqa: E402
 
@@ -22,15 +26,64 @@ KNOWN_ARCHITECTURES = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet1
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def build(name, use_timm, random_weights):
+def fail(message):
+    sys.stderr.write(f"export_model.py: {message}\n")
+    sys.exit(1)
+
+
+def load_state_dict(path):
+    """A .pth / .pt file: a state dict, or a checkpoint holding one ("state_dict", "model"), or a whole model; keys
+    of a DataParallel model ("module.") unwrapped."""
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, ValueError) as e:
+        fail(f"{path}: cannot read it as a PyTorch file: {e}")
+    if isinstance(loaded, torch.nn.Module):
+        loaded = loaded.state_dict()
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
+            loaded = loaded[key]
+    if not isinstance(loaded, dict) or not all(torch.is_tensor(v) for v in loaded.values()):
+        fail(f"{path}: holds no state dict (a mapping of parameter names to tensors)")
+    return {k[7:] if k.startswith("module.") else k: v for k, v in loaded.items()}
+
+
+def build(name, use_timm, random_weights, weights_file=None):
+    if weights_file:
+        state = load_state_dict(weights_file)
+        if "fc.weight" not in state:
+            fail(f"{weights_file}: no fc.weight: not a ResNet's state dict")
+        classes = state["fc.weight"].shape[0]
+        if use_timm:
+            import timm
+            model = timm.create_model(name, pretrained=False, num_classes=classes)
+        else:
+            import torchvision
+            factory = getattr(torchvision.models, name, None)
+            if factory is None:
+                fail(f"torchvision has no model '{name}'")
+            model = factory(weights=None, num_classes=classes)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:
+            fail(f"{weights_file} does not fit {name}: {str(e).splitlines()[0]}")
+        return model
     if use_timm:
         import timm
-        return timm.create_model(name, pretrained=not random_weights)
+        try:
+            return timm.create_model(name, pretrained=not random_weights)
+        except (OSError, RuntimeError) as e:
+            fail(f"could not download {name}'s pretrained weights ({type(e).__name__}: {str(e).splitlines()[0]}): "
+                 "use --random, or --weights FILE.pth")
     import torchvision
     factory = getattr(torchvision.models, name, None)
     if factory is None:
-        raise SystemExit(f"torchvision has no model '{name}'")
-    return factory(weights=None if random_weights else "DEFAULT")
+        fail(f"torchvision has no model '{name}'")
+    try:
+        return factory(weights=None if random_weights else "DEFAULT")
+    except (OSError, RuntimeError) as e:  # URLError is an OSError: no network, a proxy, a firewall
+        fail(f"could not download {name}'s pretrained weights ({type(e).__name__}: {str(e).splitlines()[0]}): "
+             "use --random, or --weights FILE.pth")
 
 
 def calibrate_batchnorm(model, size=224, batches=4):
@@ -48,8 +101,15 @@ def calibrate_batchnorm(model, size=224, batches=4):
     model.eval()
 
 
-def export(name, out_dir, use_timm=False, random_weights=False, fp16=False):
-    model = build(name, use_timm, random_weights).eval()
+def follow_umask(path):
+    """safetensors writes its files 0600: give them the mode any new file gets here."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
+def export(name, out_dir, use_timm=False, random_weights=False, fp16=False, weights_file=None, labels_file=None):
+    model = build(name, use_timm, random_weights, weights_file).eval()
     if random_weights:
         calibrate_batchnorm(model)
     state = {}
@@ -65,22 +125,34 @@ def export(name, out_dir, use_timm=False, random_weights=False, fp16=False):
     # The model card: how the model wants its input, and its labels. video-classifier uses these unless the
     # configuration sets them, so `video-classifier --model THIS.safetensors --input …` alone does the right thing.
     classes = state["fc.weight"].shape[0]
-    labels_file = os.path.join(REPO, "assets", "labels", "imagenet-1k.txt")
     card = {"input_size": "224", "resize": "crop", "crop_ratio": "0.875", "mean": json.dumps([0.485, 0.456, 0.406]),
             "std": json.dumps([0.229, 0.224, 0.225]), "architecture": name.split(".")[0] if not use_timm else "auto"}
-    if classes == 1000 and os.path.exists(labels_file):
+    imagenet = os.path.join(REPO, "assets", "labels", "imagenet-1k.txt")
+    if labels_file is None and classes == 1000 and not weights_file and os.path.exists(imagenet):
+        labels_file = imagenet
+    if labels_file:
         with open(labels_file, encoding="utf-8") as f:
-            card["labels"] = json.dumps([line.rstrip("\n") for line in f if line.strip()], ensure_ascii=False)
+            labels = [line.rstrip("\n") for line in f if line.strip()]
+        if len(labels) != classes:
+            fail(f"{labels_file}: {len(labels)} labels for a model of {classes} classes")
+        card["labels"] = json.dumps(labels, ensure_ascii=False)
     if card["architecture"] not in KNOWN_ARCHITECTURES:
         card.pop("architecture")  # the app infers it from the tensor shapes
+    kind = "random" if random_weights else ("own: " + os.path.basename(weights_file)) if weights_file else "pretrained"
     save_file(state, weights, metadata={"source": "timm" if use_timm else "torchvision", "name": name,
-                                        "weights": "random" if random_weights else "pretrained", **card})
+                                        "weights": "random" if random_weights else kind, **card})
+    follow_umask(weights)
     config = os.path.join(out_dir, f"{stem}.yaml")
+    sample = os.path.relpath(os.path.join(REPO, "assets", "video", "fashion-mnist-sample.mp4"), os.path.abspath(out_dir))
     with open(config, "w") as f:
         # Paths in a config file are relative to its own directory; the model file carries its preprocessing and labels.
-        f.write(f"# {name} ({'timm' if use_timm else 'torchvision'}), exported by tools/export_model.py\n"
+        # File in, file out: it runs on any machine (no camera, no display needed).
+        f.write(f"# {name} ({'timm' if use_timm else 'torchvision'}, {kind} weights), exported by tools/export_model.py.\n"
+                f"# Runs anywhere: the sample video in, a labelled video and JSON-lines results out. The webcam, in a window:\n"
+                f"#   video-classifier --config {os.path.basename(config)} --input /dev/video0 --output display\n"
                 f"model:\n  weights: {os.path.basename(weights)}\n"
-                f"input:\n  kind: webcam\n  device: /dev/video0\noutput:\n  kind: display\n")
+                f"input:\n  kind: file\n  path: {sample}\n"
+                f"output:\n  kind: file\n  path: {stem}-labelled.mp4\n  results: {stem}-results.jsonl\n")
     return model, weights, config
 
 
@@ -89,10 +161,14 @@ def main():
     parser.add_argument("name", help="torchvision name (resnet18 … resnet152, resnext50_32x4d, wide_resnet50_2, …) or timm name")
     parser.add_argument("--timm", action="store_true", help="take the model from timm")
     parser.add_argument("--random", action="store_true", help="random weights (no download)")
+    parser.add_argument("--weights", help="your own weights: a .pth/.pt state dict or checkpoint of this architecture")
+    parser.add_argument("--labels", help="a labels file (one per line, in class order) for the model card")
     parser.add_argument("--fp16", action="store_true", help="store all but the first and last layers in FP16 (half the size)")
     parser.add_argument("--out", default="models")
     args = parser.parse_args()
-    _, weights, config = export(args.name, args.out, args.timm, args.random, args.fp16)
+    if args.random and args.weights:
+        fail("--random and --weights exclude each other")
+    _, weights, config = export(args.name, args.out, args.timm, args.random, args.fp16, args.weights, args.labels)
     print(f"wrote {weights} ({os.path.getsize(weights) / 1e6:.1f} MB) and {config}\n"
           f"run: build/app/video-classifier --config {config}")
 

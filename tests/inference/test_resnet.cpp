@@ -247,6 +247,10 @@ TEST_CASE("a model file's card sets its preprocessing and labels unless the conf
   write_safetensors(path, random_resnet_tensors(spec, 3), {{"labels", "[\"a\", \"b\"]"}});
   c.model.labels.clear();
   CHECK_THROWS_WITH_AS(load_model(c), doctest::Contains("has 2 labels but"), DataError);
+  // A file that says its weights are random (export_model.py --random) is flagged (and the load warns).
+  CHECK(!loaded.settings.random_weights);
+  write_safetensors(path, random_resnet_tensors(spec, 3), {{"weights", "random"}});
+  CHECK(load_model(c).settings.random_weights);
   std::filesystem::remove(path);
 }
 

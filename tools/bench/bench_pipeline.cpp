@@ -186,6 +186,7 @@ struct Churn {
 
 // Adds a live stream, waits for its first result, lets it run a second, removes it; again until `stop`.
 void churn(vc::pipeline::RunControl& run, const config::Input& like, const std::atomic<int>& stop, Churn& out) {
+  while (!stop && !run.engine().ready) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the N started
   for (int k = 0; !stop; ++k) {
     auto in = like;
     in.name = fmt::format("churn{}", k);

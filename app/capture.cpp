@@ -1,0 +1,217 @@
+// `video-classifier capture`: frames of any input (webcam, file, RTSP, images, test pattern) saved as JPEG into an
+// image-folder dataset, DATASET/SPLIT/LABEL/…jpg, with labels.txt (every label of the dataset, sorted: the class order
+// torchvision's ImageFolder and tools/train.py use) and manifest.jsonl (each image's file, label, split, source,
+// stream time). Frames are taken through the app's own sources and decoders — the pictures training sees are the
+// pictures the pipeline classifies — every Nth or at a rate, within a time span, up to a count. Splits are given to
+// blocks of stream time, not to frames, so that near-identical neighbouring frames never land in two splits; the frames
+// just after a change of split are left out as well.
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+#include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/outputs/appsrc_feed.hpp"
+#include "pipeline/outputs/frame_image.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
+#include "pipeline/sources/stream.hpp"
+
+namespace vc::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Frames of a stream this close after a change of split are not kept (they would be near-copies across splits).
+constexpr double kSplitGapS = 0.5;
+
+struct Split {
+  std::string name;
+  double share = 0;
+};
+
+// "train=0.8,val=0.2" -> the splits, shares summing to 1.
+std::vector<Split> parse_splits(const std::string& spec) {
+  std::vector<Split> out;
+  double total = 0;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const auto comma = std::min(spec.find(',', at), spec.size());
+    const auto part = spec.substr(at, comma - at);
+    const auto eq = part.find('=');
+    Split s;
+    s.name = part.substr(0, eq);
+    try {
+      s.share = eq == std::string::npos ? -1 : std::stod(part.substr(eq + 1));
+    } catch (const std::exception&) {
+      s.share = -1;
+    }
+    if (s.name.empty() || s.share <= 0 || s.name.find_first_of("/\\.") != std::string::npos) {
+      throw UsageError(fmt::format("--split: '{}' is not NAME=SHARE,… (e.g. train=0.8,val=0.2)", spec));
+    }
+    total += s.share;
+    out.push_back(s);
+    at = comma + 1;
+  }
+  for (auto& s : out) s.share /= total;
+  return out;
+}
+
+// Blocks of stream time go to the split that is furthest below its share so far: the shares hold exactly over many
+// blocks, the same blocks always go to the same splits (no randomness), and every split gets its first block early.
+class SplitPlan {
+ public:
+  explicit SplitPlan(std::vector<Split> splits) : splits_(std::move(splits)), given_(splits_.size(), 0) {}
+  size_t split_of(int64_t block) {
+    while (int64_t(assigned_.size()) <= block) {
+      const double n = double(assigned_.size()) + 1;
+      size_t best = 0;
+      double deficit = -1e9;
+      for (size_t i = 0; i < splits_.size(); ++i) {
+        const double d = splits_[i].share * n - double(given_[i]);
+        if (d > deficit + 1e-12) {
+          deficit = d;
+          best = i;
+        }
+      }
+      ++given_[best];
+      assigned_.push_back(best);
+    }
+    return assigned_[size_t(block)];
+  }
+  const std::string& name(size_t i) const { return splits_[i].name; }
+
+ private:
+  std::vector<Split> splits_;
+  std::vector<int64_t> given_;
+  std::vector<size_t> assigned_;
+};
+
+std::string utc_stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &tm);
+  return text;
+}
+
+void write_labels(const fs::path& dataset, const std::string& label) {
+  std::set<std::string> labels{label};
+  std::ifstream in(dataset / "labels.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) labels.insert(line);
+  }
+  const auto tmp = dataset / "labels.txt.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& l : labels) out << l << "\n";
+    if (!out.flush()) throw IoError(fmt::format("{}: cannot write", tmp.string()));
+  }
+  fs::rename(tmp, dataset / "labels.txt");
+}
+
+}  // namespace
+
+int capture(const CommandLine& cl, std::ostream& out) {
+  const auto& c = cl.capture;
+  if (c.label.empty() || c.label.find_first_of("/\\") != std::string::npos || c.label == "." || c.label == "..") {
+    throw UsageError(fmt::format("--label: '{}' must be a name (it names a folder)", c.label));
+  }
+  if (c.every < 1) throw UsageError("--every: at least 1");
+  if (c.fps < 0) throw UsageError("--fps: at least 0 (0: every --every-th frame)");
+  if (c.to_s >= 0 && c.to_s <= c.from_s) throw UsageError("--to: after --from");
+  SplitPlan plan(parse_splits(c.split));
+  const fs::path dataset(c.dataset);
+  std::error_code ec;
+  fs::create_directories(dataset, ec);
+  if (ec) throw CantCreateError(fmt::format("{}: cannot create the dataset folder: {}", c.dataset, ec.message()));
+  std::ofstream manifest(dataset / "manifest.jsonl", std::ios::app);
+  if (!manifest) throw CantCreateError(fmt::format("{}: cannot write manifest.jsonl", c.dataset));
+  write_labels(dataset, c.label);  // first: a capture stopped midway still leaves a dataset that reads whole
+
+  const auto run = utc_stamp();
+  std::map<std::string, int64_t> per_split;
+  int64_t saved = 0;
+  for (size_t i = 0; i < cl.config.inputs.size() && (c.max <= 0 || saved < c.max); ++i) {
+    const auto& input = cl.config.inputs[i];
+    auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{8, false}});
+    auto stop = std::make_shared<std::atomic<bool>>(false);
+    pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop, nullptr});
+    stream.start();
+    const auto& name = stream.stats().name;
+    int64_t seen = 0;
+    double next_t = c.from_s;
+    std::optional<pipeline::Clock::time_point> first;
+    int64_t last_split = -1;
+    double split_changed_at = -1e9;
+    for (;;) {
+      auto batch = hub->pop_batch(8, std::chrono::microseconds(0));
+      if (batch.empty() && hub->all_done()) break;
+      for (const auto& f : batch) {
+        // Stream time: the frame's own timestamp (files), else when it came (cameras, network streams).
+        if (!first) first = f.captured;
+        const double t = f.pts_ns >= 0 ? double(f.pts_ns) / 1e9
+                                        : std::chrono::duration<double>(f.captured - *first).count();
+        const bool in_span = t >= c.from_s && (c.to_s < 0 || t < c.to_s);
+        const bool past = c.to_s >= 0 && t >= c.to_s;
+        const bool done = past || (c.max > 0 && saved >= c.max);
+        if (done) *stop = true;
+        if (!in_span || done) continue;
+        if (c.fps > 0) {
+          if (t + 1e-6 < next_t) continue;
+          next_t = std::max(next_t + 1.0 / c.fps, t);
+        } else if (seen++ % c.every != 0) {
+          continue;
+        }
+        const auto block = int64_t(std::floor(t / c.block_s));
+        const auto split = int64_t(plan.split_of(block));
+        if (split != last_split) {
+          if (last_split >= 0) split_changed_at = double(block) * c.block_s;
+          last_split = split;
+        }
+        if (t - split_changed_at < kSplitGapS) continue;
+        const auto& split_name = plan.name(size_t(split));
+        const auto folder = dataset / split_name / c.label;
+        fs::create_directories(folder, ec);
+        if (ec) throw CantCreateError(fmt::format("{}: cannot create: {}", folder.string(), ec.message()));
+        const auto file = folder / fmt::format("{}-{}-{:06d}.jpg", name, run, f.index);
+        const pipeline::Frame host = pipeline::in_host_memory(f);
+        pipeline::write_image_file(pipeline::to_bgr(host.view), file.string(), false);
+        manifest << nlohmann::json{{"file", fs::relative(file, dataset).generic_string()},
+                                   {"label", c.label},
+                                   {"split", split_name},
+                                   {"stream", name},
+                                   {"source", f.source.empty() ? stream.stats().source : f.source},
+                                   {"frame", f.index},
+                                   {"t", std::round(t * 1000) / 1000}}
+                        .dump()
+                 << "\n";
+        ++per_split[split_name];
+        ++saved;
+      }
+    }
+    *stop = true;
+    stream.join();
+    if (auto failure = stream.failure()) throw Error(failure->code, failure->message);
+  }
+  manifest.flush();
+  if (!manifest) throw IoError(fmt::format("{}: manifest.jsonl could not be written", c.dataset));
+  if (saved == 0) throw DataError("capture: no frame was saved (the input was empty, or --from/--to left nothing)");
+  std::string splits;
+  for (const auto& [s, n] : per_split) splits += fmt::format("{}{} {}", splits.empty() ? "" : ", ", n, s);
+  fmt::print(out, "captured {} frame(s) of '{}' into {} ({})\n", saved, c.label, c.dataset, splits);
+  return 0;
+}
+
+}  // namespace vc::app
