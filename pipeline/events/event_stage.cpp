@@ -156,6 +156,10 @@ void EventStage::add_stream(int id, StreamStats& stats) {
     std::lock_guard lock(old->mutex);
     old->stage = nullptr;
   }
+  if (auto& old = per_stream_[s]; old && old->ring) {  // (its packets go with it)
+    std::lock_guard lock(old->clips_mutex);
+    stats_.buffer_bytes -= int64_t(old->ring->bytes());
+  }
   streams_[s] = &stats;
   per_stream_[s] = std::move(ps);
   gates_[s] = std::move(gate);
