@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The whole teach-it-your-classes loop, offline on the CPU, through the app: three visually distinct sources (test
+patterns with motion) are captured into a dataset with `video-classifier capture`, tools/train.py fine-tunes the
+bundled ResNet-18 on it at a small input size, then the app classifies a held-out video that switches between the
+sources, and `video-classifier evaluate` scores it against the switches: frame accuracy must reach THRESHOLD.
+Needs torch, torchvision, safetensors, pillow (tools/requirements.txt); exit 77 (skipped) without them.
+
+    python tests/tools/train_loop_test.py --app build/app/video-classifier [--work DIR]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+THRESHOLD = 95.0  # % of the held-out video's frames (fixed here, never tuned per run)
+# label -> videotestsrc settings: a moving ball, moving snow, a scrolling colour bar pattern.
+SOURCES = {"ball": "pattern=ball motion=wavy", "snow": "pattern=snow", "bars": "pattern=smpte horizontal-speed=4"}
+SIZE = "width=320,height=240"
+
+
+def sh(command, what, timeout=600):
+    r = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        print(f"FAILED: {what} (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}", file=sys.stderr)
+        sys.exit(1)
+    return r.stdout + r.stderr
+
+
+def make_video(path, settings, frames):
+    sh(f"gst-launch-1.0 -q videotestsrc num-buffers={frames} {settings} ! "
+       f"video/x-raw,{SIZE},framerate=25/1 ! videoconvert ! video/x-raw,format=I420 ! x264enc speed-preset=veryfast ! "
+       f"h264parse ! mp4mux ! filesink location='{path}'", f"making {path}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--app", required=True)
+    parser.add_argument("--work", help="keep the files here (default: a temporary folder)")
+    args = parser.parse_args()
+    try:
+        import PIL  # noqa: F401
+        import safetensors  # noqa: F401
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: {e.name} is not installed (tools/requirements.txt)")
+        return 77
+    app = str(Path(args.app).resolve())
+    work = Path(args.work or tempfile.mkdtemp(prefix="vc-train-loop-"))
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    started = time.time()
+
+    # 1. Capture: 12 s of each source, 8 frames a second, blocks of 1.5 s split 80/20.
+    dataset = work / "dataset"
+    for label, settings in SOURCES.items():
+        video = work / f"{label}.mp4"
+        make_video(video, settings, 300)
+        sh(f"'{app}' capture --input '{video}' --dataset '{dataset}' --label {label} --fps 8 "
+           f"--split train=0.8,val=0.2 --block 1.5 --log-level warn", f"capture {label}")
+
+    # 2. Train: the bundled ResNet-18, 64x64 stretched, a few epochs on 2 cores.
+    model = work / "patterns.safetensors"
+    out = sh(f"'{sys.executable}' '{ROOT / 'tools' / 'train.py'}' --data '{dataset}' --out '{model}' --input-size 64 "
+             f"--resize stretch --epochs 6 --batch 16 --lr 2e-3 --min-per-class 30 --workers 2 --device cpu",
+             "train.py", timeout=900)
+    print(out.strip().splitlines()[-1])
+
+    # 3. A held-out video switching between the sources (another ball motion, bars scrolling the other way, fresh
+    #    snow), 2 s each, twice round.
+    order = ["bars", "ball", "snow", "ball", "bars", "snow"]
+    held = work / "held-out.mp4"
+    raw = work / "held-out.i420"
+    with open(raw, "wb") as joined:  # raw frames one segment after another, then encoded once: exact switches
+        for i, label in enumerate(order):
+            settings = SOURCES[label].replace("motion=wavy", "motion=sweep").replace("speed=4", "speed=-6")
+            segment = work / f"segment-{i}.i420"
+            sh(f"gst-launch-1.0 -q videotestsrc num-buffers=50 {settings} ! video/x-raw,{SIZE},framerate=25/1,format=I420 ! "
+               f"filesink location='{segment}'", f"segment {i}")
+            joined.write(segment.read_bytes())
+    sh(f"gst-launch-1.0 -q filesrc location='{raw}' ! rawvideoparse width=320 height=240 format=i420 framerate=25/1 ! "
+       f"x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location='{held}'", "making the held-out video")
+    truth = work / "truth.txt"
+    truth.write_text("".join(f"{i}\t{order[i // 50]}\n" for i in range(50 * len(order))))
+
+    # 4. The app on it with the trained model, scored against the switches (this frame's top-1).
+    results = work / "results.jsonl"
+    sh(f"'{app}' --model '{model}' --input '{held}' --output none --set output.results='{results}' "
+       f"--set inference.device=cpu --log-level warn", "the app on the held-out video")
+    report = sh(f"'{app}' evaluate --results '{results}' --ground-truth '{truth}'", "evaluate")
+    m = re.search(r"frame accuracy: ([0-9.]+)%", report)
+    if not m:
+        print(f"FAILED: no accuracy in:\n{report}", file=sys.stderr)
+        return 1
+    accuracy = float(m.group(1))
+    print(f"train loop: held-out frame accuracy {accuracy:.2f}% (threshold {THRESHOLD}%), "
+          f"{time.time() - started:.0f} s in all")
+    if accuracy < THRESHOLD:
+        print(f"FAILED: {accuracy:.2f}% < {THRESHOLD}%\n{report}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
