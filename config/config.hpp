@@ -82,6 +82,10 @@ struct Output {
   std::string rtsp_path = "/classify";
   std::string results;                    // JSON-lines results file (may hold {stream}); "" = none, "-" = stdout
   bool results_timing = false;            // results lines carry the per-stage latency breakdown
+  // Frames the model is unsure about, kept for review (the next training set): DIR/LABEL/*.jpg and collect.jsonl.
+  std::string collect_dir;                // "" = off
+  double collect_below = 0.5;             // a frame whose top-1 confidence is below this
+  double collect_per_minute = 6;          // at most this many per stream per minute of stream time
 };
 
 struct Model {

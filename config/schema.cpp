@@ -426,6 +426,12 @@ std::vector<Field> schema(Config& c) {
       text("output.rtsp_path", &o.rtsp_path, "rtsp: mount point, e.g. /classify"),
       path("output.results", &o.results, "JSON-lines results ({stream} = one file per stream); empty = none, - = stdout"),
       boolean("output.results_timing", &o.results_timing, "results lines carry the per-stage latency breakdown"),
+      path("output.collect.dir", &o.collect_dir,
+           "frames the model is unsure about, saved for review: DIR/PREDICTED/*.jpg and collect.jsonl; empty = off"),
+      number("output.collect.below_confidence", &o.collect_below, 0.0, 1.0,
+             "collect a frame whose top-1 confidence is below this"),
+      number("output.collect.max_per_minute", &o.collect_per_minute, 0.01, 6000.0,
+             "at most this many collected frames per stream per minute of stream time"),
 
       path("model.weights", &m.weights, "ResNet weights (.safetensors, torchvision/timm names); empty = bundled model"),
       path("model.labels", &m.labels, "class names, one per line; empty = the model file's own"),

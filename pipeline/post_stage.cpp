@@ -1,5 +1,7 @@
 #include "pipeline/post_stage.hpp"
 
+#include "pipeline/outputs/collector.hpp"
+
 #include <cmath>
 #include <span>
 
@@ -181,10 +183,12 @@ void PostStage::process(ClassifiedBatch& batch) {
     if (auto change = st.labels.update(r, f.independent)) to_sinks(nullptr, &*change);
     // The frame is shared from here: the rules may keep it for a snapshot, the output draws it.
     const bool tapped = tap_ && wanted_ && (*wanted_)[size_t(r.stream)].load(std::memory_order_relaxed);
+    const bool collect = collector_ && collector_->wants(r);
     std::shared_ptr<const Frame> frame;
-    if (events_ || tapped || outputs_.draws(f.stream)) frame = std::make_shared<const Frame>(std::move(f));
+    if (events_ || tapped || collect || outputs_.draws(f.stream)) frame = std::make_shared<const Frame>(std::move(f));
     if (events_) to_sinks(events_->on_result(r, frame));
     if (tapped) tap_(frame, r);
+    if (collect) collector_->take(frame, r);
     if (!r.top.empty()) stats.set_label(r.top.front());
 
     stats.latency.add(r.latency_ms);

@@ -24,6 +24,8 @@
 
 namespace vc::pipeline {
 
+class Collector;
+
 // A classified batch: the frames (still holding their buffers) and their logits (frames x classes).
 struct ClassifiedBatch {
   std::vector<Frame> frames;
@@ -55,6 +57,8 @@ class PostStage {
     tap_ = std::move(tap);
     wanted_ = wanted;
   }
+  // output.collect: the frames it wants go to it (it outlives the stage).
+  void set_collector(Collector* collector) { collector_ = collector; }
   // Every event as it goes to the sinks (the service's recent events); from the stage's thread, must not block.
   void set_event_tap(std::function<void(const StreamEvent&)> tap) { event_tap_ = std::move(tap); }
   // Processes what is queued, ends the events still open (their "end" goes to the sinks), then closes every sink.
@@ -96,6 +100,7 @@ class PostStage {
   std::vector<PerStream> state_;  // by stream id, sized for the capacity once (a stream's slot is set before it starts)
   BoundedQueue<Item> queue_;
   FrameTap tap_;
+  Collector* collector_ = nullptr;
   const std::deque<std::atomic<bool>>* wanted_ = nullptr;
   std::function<void(const StreamEvent&)> event_tap_;
   std::atomic<bool> wants_stop_{false};

@@ -144,6 +144,7 @@ std::string format_summary(const RunSummary& s) {
   out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
                      fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
   if (!s.events.empty()) out += "events: " + s.events + "\n";
+  if (!s.collected.empty()) out += "collected: " + s.collected + "\n";
   if (!s.streams.empty()) {
     double q = 0, i = 0, p = 0, o = 0;
     for (const auto& r : s.streams) {

@@ -40,6 +40,7 @@ struct RunSummary {
   std::vector<std::pair<std::string, int64_t>> sink_drops;  // best-effort sinks (MQTT): messages dropped
   std::string events;                         // with event rules: "3 events, 3 clips, 3 snapshots in DIR"; else ''
   int64_t event_count = 0, event_clips = 0, event_clip_bytes = 0, event_failures = 0;
+  std::string collected;                      // with output.collect: "N frame(s) ... kept for review in DIR"
   // Streams whose source did not stop (a decoder stuck in the driver): their threads still run, so the process must
   // end without tearing down what they use (app: _exit after the outputs are finalized).
   std::vector<std::string> abandoned;

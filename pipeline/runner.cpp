@@ -14,6 +14,7 @@
 #include "config/logging.hpp"
 #include "inference/classifier.hpp"
 #include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/outputs/collector.hpp"
 #include "pipeline/outputs/output_paths.hpp"
 #include "pipeline/outputs/output_stage.hpp"
 #include "pipeline/post_stage.hpp"
@@ -168,6 +169,10 @@ class Runner::Impl final : public RunControl {
                      snapshots_->wanted());
     }
     post_->set_event_tap([this](const StreamEvent& e) { recent_.add(e); });
+    if (!cfg_.output.collect_dir.empty()) {
+      collector_ = std::make_unique<Collector>(cfg_.output, capacity_);
+      post_->set_collector(collector_.get());
+    }
     events_->open(post_.get());  // events come only from running streams, and none runs yet
   }
 
@@ -422,6 +427,7 @@ class Runner::Impl final : public RunControl {
     hub_->shutdown();
     events_->close();  // a stream left behind below must not reach the post stage once it is gone
     post_->finish();  // (events still open end here, and the sinks hear it)
+    if (collector_) collector_->finish();
     outputs_->finish();
     if (event_stage_) event_stage_->finish();  // clips and snapshots written whole
     // Every source tears down at once, and many NVDEC decoders take a while to (120 took over 3 s on the H200): a
@@ -501,6 +507,14 @@ class Runner::Impl final : public RunControl {
                                              event_stats_.dropped.load()));
       if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
     }
+    if (collector_) {
+      summary.collected = fmt::format("{} frame(s) below {:.0f}% confidence kept for review in {}", collector_->saved(),
+                                      cfg_.output.collect_below * 100, collector_->dir());
+      if (const auto lost = collector_->lost()) {
+        summary.problems.push_back(fmt::format("output.collect: {} frame(s) could not be kept", lost));
+        if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
+      }
+    }
     for (const auto& sink : post_->sink_status()) {
       summary.sink_drops.emplace_back(sink.name, sink.dropped);
       if (sink.dropped == 0) continue;
@@ -533,6 +547,7 @@ class Runner::Impl final : public RunControl {
   EventStats event_stats_;
   std::unique_ptr<EventStage> event_stage_;  // before post_: the post stage uses it
   std::unique_ptr<Snapshots> snapshots_;     // (api.enabled)
+  std::unique_ptr<Collector> collector_;     // (output.collect.dir)
   RecentEvents recent_;
   std::unique_ptr<PostStage> post_;
   EngineStats engine_stats_;

@@ -81,4 +81,33 @@ TEST_CASE("capture: a video's frames into train and val by blocks of time, never
   CHECK(run_command(app("evaluate")).code == 64);
 }
 
+TEST_CASE("output.collect keeps the frames the model is unsure about, at most so many per minute of stream time") {
+  const auto video = make_video("collect-src.mp4", 250, 160, 120, 25);  // 10 s
+  const auto dir = path("collected");
+  fs::remove_all(dir);
+  // Every frame is below 101 %: one every 2 s of stream time is kept (30 a minute), 5 in all, whatever the speed.
+  auto r = run_command(app("--input '" + video + "' --output none --set output.collect.dir='" + dir +
+                           "' --set output.collect.below_confidence=1 --set output.collect.max_per_minute=30 --log-level info"));
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  const auto lines = read_jsonl(dir + "/collect.jsonl");
+  REQUIRE(lines.size() == 5);
+  std::set<int64_t> frames;
+  for (const auto& j : lines) {
+    CHECK(fs::exists(dir + "/" + j["file"].get<std::string>()));
+    CHECK(j["file"].get<std::string>().find(j["label"].get<std::string>()) != std::string::npos);  // in its label's folder
+    CHECK(j["score"].get<double>() < 1.0);
+    CHECK(j["top"].size() >= 2);
+    frames.insert(j["frame"].get<int64_t>());
+  }
+  CHECK(frames == std::set<int64_t>{0, 50, 100, 150, 200});
+  CHECK(images_in(dir) == 5);
+  CHECK(r.output.find("collected: 5 frame(s) below 100% confidence kept for review in") != std::string::npos);
+  // Sure enough (below 0 %: never): nothing kept.
+  fs::remove_all(dir);
+  r = run_command(app("--input '" + video + "' --output none --set output.collect.dir='" + dir +
+                      "' --set output.collect.below_confidence=0"));
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(images_in(dir) == 0);
+}
+
 TEST_SUITE_END();

@@ -1,0 +1,61 @@
+// output.collect: the frames the model is unsure about (top-1 confidence below output.collect.below_confidence), kept
+// for review — the next training set. Each is written as JPEG to DIR/PREDICTED_LABEL/STREAM-FRAME-PCT.jpg (the bare
+// frame, as a training image must be) with a line in DIR/collect.jsonl (file, stream, source, frame, time, the top
+// labels and scores), at most output.collect.max_per_minute per stream per minute of stream time. A thread of its own
+// writes them: a slow or full disk never holds the video back; what could not be written is counted and said.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.hpp"
+#include "pipeline/core/events.hpp"
+#include "pipeline/core/frame.hpp"
+
+namespace vc::pipeline {
+
+class Collector {
+ public:
+  // Throws vc::CantCreateError when the folder cannot be made. `capacity`: the most streams the run may have.
+  Collector(const config::Output& settings, size_t capacity);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  // From the post stage's thread: whether this result's frame is to be kept (below the threshold, within the
+  // stream's rate) — then hand it over with take(), which never blocks.
+  bool wants(const FrameResult& r);
+  void take(std::shared_ptr<const Frame> frame, const FrameResult& r);
+  // Writes what is queued, then stops.
+  void finish();
+
+  [[nodiscard]] int64_t saved() const { return saved_.load(); }
+  [[nodiscard]] int64_t lost() const { return failures_.load() + dropped_.load(); }
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+
+ private:
+  struct Job {
+    std::shared_ptr<const Frame> frame;
+    FrameResult result;
+  };
+  void work();
+  void write(const Job& job);
+
+  std::string dir_;
+  double below_, per_minute_;
+  std::vector<int64_t> next_ns_;  // by stream: the stream time from which the next frame may be kept
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  std::atomic<int64_t> saved_{0}, failures_{0}, dropped_{0};
+  int fd_ = -1;  // collect.jsonl
+  std::thread thread_;
+};
+
+}  // namespace vc::pipeline
