@@ -129,8 +129,11 @@ TEST_CASE("a tiled output composes every stream into one playable mosaic") {
   int w = 0, h = 0;
   const auto n = count_frames(out, &w, &h);
   CHECK((w == 640 && h == 360));
-  CHECK(n >= 25);  // about one mosaic per frame of the 30 fps streams (1 s), and it ends with them
-  CHECK(n <= 32);
+  // About one mosaic per frame of the 30 fps streams (1 s), and it ends with them. With live streams in it the mosaic
+  // keeps the wall clock's pace, so a loaded machine that takes longer over the 30 frames gets a few more (43 seen
+  // with two builds beside the tests): the bound says "it ended", not "in exactly one second".
+  CHECK(n >= 25);
+  CHECK(n <= 60);
 }
 
 TEST_CASE("one stream's failure does not stop the others, and the exit code reports it") {

@@ -72,18 +72,19 @@ def main():
              "train.py", timeout=900)
     print(out.strip().splitlines()[-1])
 
-    # 3. A held-out video switching between the sources (another ball motion, bars scrolling the other way, fresh
-    #    snow), 2 s each, twice round.
+    # 3. A held-out video switching between the sources, 2 s each, twice round: frames the capture never saw (each
+    #    source run on past the 12 s captured, to 14-18 s), one segment after another as raw frames, then encoded once.
     order = ["bars", "ball", "snow", "ball", "bars", "snow"]
     held = work / "held-out.mp4"
     raw = work / "held-out.i420"
-    with open(raw, "wb") as joined:  # raw frames one segment after another, then encoded once: exact switches
+    frame_bytes = 320 * 240 * 3 // 2
+    with open(raw, "wb") as joined:
         for i, label in enumerate(order):
-            settings = SOURCES[label].replace("motion=wavy", "motion=sweep").replace("speed=4", "speed=-6")
+            skip = 350 + 50 * (i // 3)  # 14 s in (the second round: 16 s)
             segment = work / f"segment-{i}.i420"
-            sh(f"gst-launch-1.0 -q videotestsrc num-buffers=50 {settings} ! video/x-raw,{SIZE},framerate=25/1,format=I420 ! "
-               f"filesink location='{segment}'", f"segment {i}")
-            joined.write(segment.read_bytes())
+            sh(f"gst-launch-1.0 -q videotestsrc num-buffers={skip + 50} {SOURCES[label]} ! "
+               f"video/x-raw,{SIZE},framerate=25/1,format=I420 ! filesink location='{segment}'", f"segment {i}")
+            joined.write(segment.read_bytes()[skip * frame_bytes:])
     sh(f"gst-launch-1.0 -q filesrc location='{raw}' ! rawvideoparse width=320 height=240 format=i420 framerate=25/1 ! "
        f"x264enc speed-preset=veryfast ! h264parse ! mp4mux ! filesink location='{held}'", "making the held-out video")
     truth = work / "truth.txt"
