@@ -170,7 +170,7 @@ struct Api {
   bool protect_reads = false;             // reads need the token too
   std::vector<std::string> allowed_dirs;  // where file and image inputs added over the API may read
   std::string state_file;                 // the streams as changed at runtime; a restart starts them
-  int max_streams = 64;                   // the run's capacity, added streams included
+  int max_streams = 64;                   // streams at once, added ones included (removed ones free their place)
   int max_body_kb = 64;
   double rate_per_s = 10;                 // changes per second per client
   int mjpeg_clients = 8;

@@ -531,7 +531,7 @@ std::vector<Field> schema(Config& c) {
       path_list("api.allowed_dirs", &c.api.allowed_dirs, "the folders file and image inputs added over the API may read"),
       path("api.state_file", &c.api.state_file,
            "the streams as changed over the API, kept here: a restart starts them (empty = not kept)"),
-      number("api.max_streams", &c.api.max_streams, 1, 4096, "the most streams the run may have, added ones included"),
+      number("api.max_streams", &c.api.max_streams, 1, 4096, "the most streams at once, added ones included (a removed stream's place is used again)"),
       number("api.max_body_kb", &c.api.max_body_kb, 1, 1024, "the largest request body (KiB): larger is refused (413)"),
       number("api.rate_per_s", &c.api.rate_per_s, 0.1, 10000.0, "changes per second a client may make (beyond: 429)"),
       number("api.mjpeg_clients", &c.api.mjpeg_clients, 0, 256, "live.mjpeg viewers at once (beyond: 503)"),
