@@ -436,8 +436,14 @@ Reconciled Api::reconcile(const std::vector<config::Input>& wanted) {
       if (remove(name) && add(*it->second)) out.changed.push_back(name);
     }
   }
+  // A stream that ended by itself (a file played to its end) is not started again: it did its job.
+  std::set<std::string> ended;
+  for (const auto& st : run_.streams()) {
+    if (st->closed && st->end_reason_text() != "removed") ended.insert(st->name);
+    else ended.erase(st->name);  // (a later stream of that name runs, or was removed)
+  }
   for (const auto& in : wanted) {
-    if (!now.count(in.name) && add(in)) out.added.push_back(in.name);
+    if (!now.count(in.name) && !ended.count(in.name) && add(in)) out.added.push_back(in.name);
   }
   std::string warning;
   state_saved(warning);

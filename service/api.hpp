@@ -46,8 +46,8 @@ class Api {
   void install(httplib::Server& server);
 
   // Makes the run's streams what `wanted` says (SIGHUP: the config file read again): removes the streams it does
-  // not name, adds the new ones, and replaces the ones whose settings changed; the others are not touched. Then
-  // saves the state file.
+  // not name, adds the new ones, and replaces the ones whose settings changed; the others are not touched (nor is a
+  // stream that has ended by itself, a file played to its end: it is not started again). Then saves the state file.
   Reconciled reconcile(const std::vector<config::Input>& wanted);
 
   // The run's streams into api.state_file (when set). Throws vc::IoError.

@@ -195,11 +195,15 @@ TEST_CASE("API: a stream added runs beside the others, one removed is finalized,
 TEST_CASE("API: SIGHUP brings the streams in line with the edited config file, touching only what changed") {
   Service svc("sighup");
   const std::string unchanged = "  - {name: same, kind: test, pattern: smpte, fps: 10}\n";
+  // A file that plays to its end before the SIGHUP: still named in the config, it is not started again.
+  const std::string clip = "  - {name: clip, kind: file, path: '" + make_video("sighup-clip.mp4", 10) + "'}\n";
   svc.write_config("inputs:\n" + unchanged + "  - {name: gone, kind: test, pattern: ball}\n"
-                   "  - {name: edited, kind: test, pattern: ball, fps: 10}\noutput:\n  results: out/{stream}.jsonl\n");
+                   "  - {name: edited, kind: test, pattern: ball, fps: 10}\n" + clip + "output:\n  results: out/{stream}.jsonl\n");
   svc.start();
   const int64_t same0 = svc.wait_frames("same", 0);
-  svc.write_config("inputs:\n" + unchanged + "  - {name: edited, kind: test, pattern: ball, fps: 5}\n"
+  for (int i = 0; i < 300 && svc.stream("clip")["state"] != "ended"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(svc.stream("clip")["state"] == "ended");
+  svc.write_config("inputs:\n" + unchanged + "  - {name: edited, kind: test, pattern: ball, fps: 5}\n" + clip +
                    "  - {name: new, kind: test, pattern: checkers-8}\noutput:\n  results: out/{stream}.jsonl\n");
   svc.signal("HUP");
   std::string log;
@@ -207,7 +211,8 @@ TEST_CASE("API: SIGHUP brings the streams in line with the edited config file, t
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK_MESSAGE(log.find("SIGHUP: streams added: new; removed: gone; changed: edited") != std::string::npos, log);
-  CHECK(svc.names() == "same,edited,new");
+  CHECK(svc.names() == "same,clip,edited,new");
+  CHECK(svc.stream("clip")["state"] == "ended");
   CHECK(svc.wait_frames("new", 0) > 0);
   CHECK(last_line(svc.dir() + "/out/gone.jsonl")["reason"] == "removed");
   // The stream that did not change was not restarted: its count went on from where it was.
