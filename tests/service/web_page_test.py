@@ -186,6 +186,7 @@ def run(args):
     app = subprocess.Popen([str(Path(args.app).resolve())] + command, stdout=log, stderr=subprocess.STDOUT, cwd=out)
     base = f"http://127.0.0.1:{port}"
     browser = None
+    profile = None
     try:
         import urllib.request
         deadline = time.time() + 120
@@ -199,7 +200,7 @@ def run(args):
                 raise Failure(f"the app did not become ready: {(out / 'app.log').read_text()[-2000:]}")
             time.sleep(0.2)
 
-        profile = tempfile.mkdtemp(prefix="vc-chromium-")
+        profile = tempfile.mkdtemp(prefix="vc-chromium-")  # (removed at the end)
         browser = Browser(chromium, profile)
         target = browser.send("Target.createTarget", {"url": "about:blank"}, session=False)
         browser.session = browser.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
@@ -268,6 +269,8 @@ def run(args):
     finally:
         if browser:
             browser.close()
+        if profile:
+            shutil.rmtree(profile, ignore_errors=True)
         app.send_signal(signal.SIGINT)
         try:
             app.wait(timeout=60)
