@@ -230,6 +230,7 @@ class Runner::Impl final : public RunControl {
       events_->forget(id);
       std::lock_guard lock(streams_mutex_);
       refused_.push_back(std::move(stream));  // (the event stage may have its statistics: kept, never shown)
+      discarded_.push_back(id);               // its slot serves the next stream
       throw;
     }
     try {
@@ -393,7 +394,7 @@ class Runner::Impl final : public RunControl {
 
   // A slot for a stream joining the run: a new one while the run has room, else one a removed or ended stream
   // left (every stage has let go of it: its end went through and its thread finished). Throws RequestError.
-  int free_slot(const std::string& name) const {
+  int free_slot(const std::string& name) {
     std::lock_guard lock(streams_mutex_);
     int reusable = -1;
     for (size_t i = 0; i < owner_.size(); ++i) {
@@ -404,6 +405,11 @@ class Runner::Impl final : public RunControl {
                                             s->removed() ? " (it is being removed)" : ""));
       }
       if (reusable < 0 && s->stats().closed && s->finished()) reusable = int(i);
+    }
+    if (!discarded_.empty()) {  // a slot whose stream could not start
+      const int id = discarded_.back();
+      discarded_.pop_back();
+      return id;
     }
     const size_t used = hub_->streams();
     if (used < capacity_) return int(used);
@@ -535,7 +541,7 @@ class Runner::Impl final : public RunControl {
   std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<EventGate> events_;
   // Streams are added and removed from the service's threads while the run loop reads them.
-  mutable std::mutex streams_mutex_;  // streams_, shared_stats_, owner_, refused_
+  mutable std::mutex streams_mutex_;  // streams_, shared_stats_, owner_, refused_, discarded_
   std::mutex change_mutex_;           // one stream added at a time, and none while the run shuts down
   std::atomic<bool> accepting_{false};  // streams may be added (from the start of the run until it stops)
   std::atomic<bool> added_live_{false};
@@ -543,6 +549,7 @@ class Runner::Impl final : public RunControl {
   std::vector<std::shared_ptr<const StreamStats>> shared_stats_;
   std::vector<Stream*> owner_;                    // slot (stream id) -> the stream that has it now
   std::vector<std::unique_ptr<Stream>> refused_;  // added, but could not start
+  std::vector<int> discarded_;                    // their slots, free again
   std::unique_ptr<OutputStage> outputs_;
   EventStats event_stats_;
   std::unique_ptr<EventStage> event_stage_;  // before post_: the post stage uses it

@@ -296,6 +296,15 @@ TEST_CASE("API: capacity, snapshots, the live view, events, the effective config
   CHECK(svc.remove("b").status == 200);
   CHECK(svc.add({{"name", "c"}, {"kind", "test"}, {"pattern", "checkers-8"}}).status == 201);  // b's slot, reused
   CHECK(svc.wait_frames("c", 0) > 0);
+  // Streams that cannot start (a camera that is not there) give their slot back: the run never fills up with them.
+  CHECK(svc.remove("c").status == 200);
+  for (int i = 0; i < 3; ++i) {
+    r = svc.add({{"name", "cam"}, {"kind", "webcam"}, {"device", "/dev/video-none"}});
+    CHECK_MESSAGE(r.status == 422, r.body);
+    CHECK(r.parsed()["key"] == "input.device");
+  }
+  CHECK(svc.add({{"name", "d"}, {"kind", "test"}}).status == 201);
+  CHECK(svc.wait_frames("d", 0) > 0);
 
   // The latest labelled frame: a JPEG, scaled when asked.
   svc.wait_frames("a", 0);
