@@ -11,11 +11,12 @@ check='import torch, torchvision, safetensors, PIL, numpy'
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "$check" 2>/dev/null; then
   echo "tools-env: making $venv (PyTorch: a large download the first time)" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip >&2
+  pip=("$venv/bin/python" -m pip)  # (not bin/pip: its first line names the folder the venv was made in)
+  "${pip[@]}" install -q --upgrade pip >&2
   if [ -n "${VC_TORCH_INDEX:-}" ]; then
-    "$venv/bin/pip" install -q torch torchvision --index-url "$VC_TORCH_INDEX" >&2
+    "${pip[@]}" install -q torch torchvision --index-url "$VC_TORCH_INDEX" >&2
   fi
-  "$venv/bin/pip" install -q -r tools/requirements.txt >&2
+  "${pip[@]}" install -q -r tools/requirements.txt >&2
   "$venv/bin/python" -c "$check"
 fi
 echo "$venv/bin/python"

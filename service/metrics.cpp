@@ -39,6 +39,11 @@ class Text {
   void sample(const std::string& name, const std::string& labels, double value) {
     out_ += labels.empty() ? fmt::format("{} {}\n", name, value) : fmt::format("{}{{{}}} {}\n", name, labels, value);
   }
+  // A family of one unlabelled sample.
+  void single(const char* name, const char* type, const char* help, double value) {
+    family(name, type, help);
+    sample(name, "", value);
+  }
   // A histogram in seconds from a latency histogram in milliseconds.
   void histogram(const char* name, const std::string& labels, const LatencyHistogram& h, const std::vector<double>& bounds_ms) {
     const std::string sep = labels.empty() ? "" : ",";
@@ -105,8 +110,7 @@ std::string render_metrics(const pipeline::RunControl& run) {
   }
   {
     const auto& e = run.engine();
-    t.family("vc_batches_total", "counter", "inference batches");
-    t.sample("vc_batches_total", "", double(e.batches.load()));
+    t.single("vc_batches_total", "counter", "inference batches", double(e.batches.load()));
     t.family("vc_batch_size", "histogram", "frames per inference batch");
     int64_t cumulative = 0;
     for (int b = 0; b < EngineStats::kSizeBuckets; ++b) {
@@ -118,8 +122,7 @@ std::string render_metrics(const pipeline::RunControl& run) {
     t.sample("vc_batch_size_count", "", double(e.batches.load()));
     t.family("vc_engine_batch_seconds", "histogram", "a batch from submission to logits (preprocess + inference, two in flight)");
     t.histogram("vc_engine_batch_seconds", "", e.batch_ms, kLatencyBoundsMs);
-    t.family("vc_ready", "gauge", "1 once the engine is built and every stream started");
-    t.sample("vc_ready", "", e.ready ? 1 : 0);
+    t.single("vc_ready", "gauge", "1 once the engine is built and every stream started", e.ready ? 1 : 0);
   }
   size_t used = 0, total = 0;
   if (run.cuda_device() >= 0 && inference::gpu_memory(run.cuda_device(), used, total)) {
@@ -143,18 +146,15 @@ std::string render_metrics(const pipeline::RunControl& run) {
                                   {"end", ev->ended.load()}}) {
       t.sample("vc_events_total", fmt::format("type=\"{}\"", type), double(n));
     }
-    t.family("vc_event_clips_total", "counter", "event clips written whole");
-    t.sample("vc_event_clips_total", "", double(ev->clips.load()));
-    t.family("vc_event_clip_bytes_total", "counter", "bytes of the event clips written");
-    t.sample("vc_event_clip_bytes_total", "", double(ev->clip_bytes.load()));
-    t.family("vc_event_snapshots_total", "counter", "event snapshots written");
-    t.sample("vc_event_snapshots_total", "", double(ev->snapshots.load()));
-    t.family("vc_event_failures_total", "counter", "event files that could not be written (a full disk)");
-    t.sample("vc_event_failures_total", "", double(ev->failures.load()));
-    t.family("vc_event_dropped_total", "counter", "event file jobs dropped: the writer was too far behind");
-    t.sample("vc_event_dropped_total", "", double(ev->dropped.load()));
-    t.family("vc_event_buffer_bytes", "gauge", "compressed video held for clips, every stream together");
-    t.sample("vc_event_buffer_bytes", "", double(ev->buffer_bytes.load()));
+    t.single("vc_event_clips_total", "counter", "event clips written whole", double(ev->clips.load()));
+    t.single("vc_event_clip_bytes_total", "counter", "bytes of the event clips written", double(ev->clip_bytes.load()));
+    t.single("vc_event_snapshots_total", "counter", "event snapshots written", double(ev->snapshots.load()));
+    t.single("vc_event_failures_total", "counter", "event files that could not be written (a full disk)",
+             double(ev->failures.load()));
+    t.single("vc_event_dropped_total", "counter", "event file jobs dropped: the writer was too far behind",
+             double(ev->dropped.load()));
+    t.single("vc_event_buffer_bytes", "gauge", "compressed video held for clips, every stream together",
+             double(ev->buffer_bytes.load()));
   }
   return std::move(t).str();
 }

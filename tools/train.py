@@ -15,7 +15,6 @@ CPU or CUDA (AMP on CUDA). Early stopping on validation accuracy; per-class accu
 import argparse
 import io
 import json
-import math
 import os
 import random
 import sys

@@ -17,6 +17,7 @@ import argparse
 import base64
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +89,6 @@ class Browser:
 
     def receive(self, deadline):
         while b"\0" not in self.buffer:
-            import select
             ready, _, _ = select.select([self.from_browser], [], [], max(0.0, deadline - time.time()))
             if not ready:
                 return None
@@ -188,7 +189,6 @@ def run(args):
     browser = None
     profile = None
     try:
-        import urllib.request
         deadline = time.time() + 120
         while True:
             try:

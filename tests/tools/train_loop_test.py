@@ -8,7 +8,6 @@ Needs torch, torchvision, safetensors, pillow (tools/requirements.txt); exit 77 
     python tests/tools/train_loop_test.py --app build/app/video-classifier [--work DIR]
 """
 import argparse
-import os
 import re
 import shutil
 import subprocess
