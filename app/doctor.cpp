@@ -78,7 +78,13 @@ int run_doctor(const config::Config& config, std::ostream& out) {
   for (const auto& p : pipeline::probe_decoders()) {
     const auto& usable = p.choice.usable;
     std::string detail = usable.empty() ? "no decoder decodes it correctly: refused" : usable.front().factory;
-    if (!usable.empty() && usable.front().gpu) detail += " (NVDEC)";
+    if (!usable.empty() && usable.front().gpu) {
+      std::string gpus;  // one NVDEC element per GPU (nvh264dec, nvh264device1dec, …)
+      for (const auto& d : usable) {
+        if (d.gpu) gpus += fmt::format("{}{}", gpus.empty() ? "" : ", ", pipeline::nvdec_device(d.factory));
+      }
+      detail += fmt::format(" (NVDEC, on GPU {})", gpus);
+    }
     for (size_t i = 1; i < usable.size(); ++i) detail += fmt::format("{}{}", i == 1 ? ", then " : ", ", usable[i].factory);
     for (const auto& r : p.choice.rejected) {
       if (r.factory.find("alphadecodebin") == std::string::npos) detail += fmt::format("; never {} ({})", r.factory, r.unfit);

@@ -104,6 +104,9 @@ struct Model {
 struct Inference {
   Device device = Device::Auto;
   int gpu_id = 0;
+  // Several engines, one per entry, each on its GPU (a GPU may be named twice); empty = the one GPU of gpu_id.
+  std::vector<int> gpus;
+  bool all_gpus = false;                  // inference.gpus: all — one engine per GPU of the machine
   int batch_size = 1;                     // most frames per forward pass, from any streams
   double batch_timeout_ms = 10;           // longest wait to fill a batch once its first frame is there
   Precision precision = Precision::Strict;

@@ -272,6 +272,42 @@ Field int_map(std::string path, std::map<std::string, int>* field, std::string d
 
 Field string_list(std::string path, std::vector<std::string>* field, std::string description);
 
+// inference.gpus: a list of CUDA device ordinals, or "all".
+Field gpu_list(std::string path, std::vector<int>* field, bool* all, std::string description) {
+  Field f{std::move(path), std::move(description), {}, {}};
+  f.get = [field, all] {
+    if (*all) return YAML::Node(std::string("all"));
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (int v : *field) n.push_back(v);
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+  };
+  f.set = [field, all, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+    if (node.IsNull()) {
+      field->clear();
+      *all = false;
+      return;
+    }
+    if (node.IsScalar() && node.Scalar() == "all") {
+      field->clear();
+      *all = true;
+      return;
+    }
+    if (!node.IsSequence()) {
+      reject(ctx.at, p, fmt::format("expected a list of GPU numbers such as [0, 1], or all; got {}", describe(node)));
+    }
+    std::vector<int> value;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const auto at = fmt::format("{}[{}]", p, i);
+      value.push_back(scalar_as<int>(node[i], where(ctx.origin, node[i], true), at, "a GPU number"));
+      if (value.back() < 0 || value.back() > 63) reject(ctx.at, at, fmt::format("{} is out of range [0, 63]", value.back()));
+    }
+    *field = std::move(value);
+    *all = false;
+  };
+  return f;
+}
+
 // A list of folders: each relative one taken from the config file's folder, as path() does.
 Field path_list(std::string key, std::vector<std::string>* field, std::string description) {
   Field f = string_list(std::move(key), field, std::move(description));
@@ -447,7 +483,10 @@ std::vector<Field> schema(Config& c) {
       number("model.bn_eps", &m.bn_eps, 0.0, 1.0, "BatchNorm epsilon used when folding"),
 
       choice("inference.device", &n.device, "engine: cuda (cuDNN) or cpu (reference); auto picks cuda if usable"),
-      number("inference.gpu_id", &n.gpu_id, 0, 63, "CUDA device ordinal"),
+      number("inference.gpu_id", &n.gpu_id, 0, 63, "CUDA device ordinal (one GPU)"),
+      gpu_list("inference.gpus", &n.gpus, &n.all_gpus,
+               "several GPUs in one process, e.g. [0, 1] or all: an engine on each, every stream decoded and classified "
+               "on one of them (the least busy when it starts); [] = inference.gpu_id alone"),
       number("inference.batch_size", &n.batch_size, 1, 1024, "most frames per forward pass, from any streams"),
       number("inference.batch_timeout_ms", &n.batch_timeout_ms, 0.0, 10000.0,
              "longest wait to fill a batch once its first frame is there"),

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <deque>
+#include <future>
 #include <thread>
 
 #include <fmt/format.h>
@@ -215,6 +216,54 @@ std::unique_ptr<Classifier> Classifier::create(const config::Config& config) {
   }
   log->info("engine: {}", classifier->engine_name());
   return classifier;
+}
+
+std::vector<std::unique_ptr<Classifier>> Classifier::create_all(const config::Config& config) {
+  const auto& n = config.inference;
+  std::vector<std::unique_ptr<Classifier>> engines;
+  if ((n.gpus.empty() && !n.all_gpus) || n.device == config::Device::Cpu) {
+    if (n.device == config::Device::Cpu && (!n.gpus.empty() || n.all_gpus)) {
+      vc::log::get("inference")->warn("inference.gpus is for the cuDNN engine, and inference.device is cpu: one CPU engine");
+    }
+    engines.push_back(create(config));
+    return engines;
+  }
+  const auto gpus = probe_gpus();
+  std::vector<int> ids = n.gpus;
+  if (n.all_gpus) {
+    for (size_t i = 0; i < gpus.devices.size(); ++i) ids.push_back(int(i));
+  }
+  if (ids.empty() || !gpus.cudnn_problems.empty()) {  // no GPU usable: create() says why, or falls back to the CPU
+    config::Config one = config;
+    one.inference.gpus.clear();
+    one.inference.all_gpus = false;
+    engines.push_back(create(one));
+    return engines;
+  }
+  for (int id : ids) {
+    if (id >= int(gpus.devices.size())) {
+      throw UnavailableError(fmt::format("inference.gpus names GPU {}, but this machine has {} GPU(s){}", id,
+                                         gpus.devices.size(), gpus.devices.empty() ? "" : fmt::format(" (0 to {})", gpus.devices.size() - 1)));
+    }
+  }
+  const auto on = [&](int id) {
+    config::Config c = config;
+    c.inference.gpu_id = id;
+    return create(c);
+  };
+  engines.push_back(on(ids.front()));  // tunes, and caches what it tuned for the others
+  std::vector<std::future<std::unique_ptr<Classifier>>> rest;
+  for (size_t i = 1; i < ids.size(); ++i) rest.push_back(std::async(std::launch::async, on, ids[i]));
+  std::exception_ptr first_error;
+  for (auto& f : rest) {
+    try {
+      engines.push_back(f.get());
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+  return engines;
 }
 
 }  // namespace vc::inference

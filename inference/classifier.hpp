@@ -34,6 +34,10 @@ class Classifier {
 
   // Loads weights and labels, builds the engine. Throws NoInputError/DataError/ConfigError/UnavailableError.
   static std::unique_ptr<Classifier> create(const config::Config& config);
+  // One engine per inference.gpus entry (all: per GPU of the machine), or create()'s one. The first is built first,
+  // so that the others start from the algorithms it tuned and cached; the others are built at once, in parallel.
+  // Throws UnavailableError for a GPU the machine does not have.
+  static std::vector<std::unique_ptr<Classifier>> create_all(const config::Config& config);
 
   // "cuDNN on NVIDIA H200" / "CPU reference (2 threads)".
   [[nodiscard]] virtual std::string engine_name() const = 0;

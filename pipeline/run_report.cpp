@@ -72,19 +72,27 @@ void PerfReport::update(const std::vector<std::unique_ptr<Stream>>& streams) {
   previous_.resize(streams.size(), {0, 0});  // streams that joined since
   std::string line;
   double total = 0;
+  std::vector<double> per_engine(engine_gpus_.size(), 0.0);
   for (size_t i = 0; i < streams.size(); ++i) {
     const auto& st = streams[i]->stats();
     if (st.state == StreamState::Ended) continue;
     const int64_t frames = st.classified, drops = st.queue_dropped + st.output_dropped;
     const double fps = double(frames - previous_[i].first) / dt;
     total += fps;
+    if (const auto e = size_t(st.engine.load()); e < per_engine.size()) per_engine[e] += fps;
     line += fmt::format("{}{} {:.1f} fps, {} dropped, p99 {:.0f} ms{}", line.empty() ? "" : " | ", st.name, fps,
                         drops - previous_[i].second, st.latency.percentile_ms(0.99),
                         st.state == StreamState::Reconnecting ? " (reconnecting)"
                         : st.state == StreamState::Failed    ? " (failed)" : "");
     previous_[i] = {frames, drops};
   }
-  if (!line.empty()) vc::log::get("perf")->info("{} | total {:.1f} fps", line, total);
+  std::string engines;
+  for (size_t e = 0; per_engine.size() > 1 && e < per_engine.size(); ++e) {
+    engines += fmt::format("{}engine {}{} {:.1f} fps", engines.empty() ? " (" : ", ", e,
+                           engine_gpus_[e] >= 0 ? fmt::format(" GPU {}", engine_gpus_[e]) : "", per_engine[e]);
+  }
+  if (!engines.empty()) engines += ")";
+  if (!line.empty()) vc::log::get("perf")->info("{} | total {:.1f} fps{}", line, total, engines);
   last_ = now;
 }
 
@@ -96,6 +104,8 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
   r.decoder = st.decoder_name();
   r.live = st.live;
   r.gpu_frames = st.gpu_frames;
+  r.engine = st.engine;
+  r.gpu = st.gpu;
   r.frames = st.classified;
   r.dropped = st.queue_dropped;
   r.output_dropped = st.output_dropped;
@@ -136,6 +146,7 @@ std::string format_summary(const RunSummary& s) {
     if (r.lost_frames) status += fmt::format(", {} lost (undecodable)", r.lost_frames);
     if (r.damaged_frames) status += fmt::format(", {} damaged", r.damaged_frames);
     if (!r.decoder.empty()) status += fmt::format(", {}{}", r.decoder, r.gpu_frames ? " (GPU frames)" : "");
+    if (s.engines.size() > 1) status += fmt::format(", engine {}{}", r.engine, r.gpu >= 0 ? fmt::format(" (GPU {})", r.gpu) : "");
     out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>6.1f} ms {:>6.1f} ms {:>6.1f} ms  {}\n", r.name, r.frames,
                        r.dropped + r.output_dropped, r.fps, r.latency_mean_ms, r.latency_p50_ms, r.latency_p99_ms, status);
     if (!r.error.empty()) out += fmt::format("{:<12} {}\n", "", r.error);
@@ -143,6 +154,12 @@ std::string format_summary(const RunSummary& s) {
   const double fps = s.seconds > 0 ? double(s.frames) / s.seconds : 0;
   out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
                      fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
+  for (const auto& e : s.engines) {  // several engines: what each did
+    if (s.engines.size() < 2) break;
+    out += fmt::format("engine {} ({}): {} stream(s), {} frames, {:.1f} fps, {} batches{}\n", e.engine, e.name,
+                       e.streams, e.frames, s.seconds > 0 ? double(e.frames) / s.seconds : 0.0, e.batches,
+                       e.failure.empty() ? "" : ", FAILED: " + e.failure);
+  }
   if (!s.events.empty()) out += "events: " + s.events + "\n";
   if (!s.collected.empty()) out += "collected: " + s.collected + "\n";
   if (!s.streams.empty()) {

@@ -20,6 +20,7 @@ struct StreamSummary {
   int64_t frames = 0, dropped = 0, output_dropped = 0, reconnects = 0, non_finite = 0, failed_images = 0;
   int64_t damaged_frames = 0, lost_frames = 0;  // decoded from damaged data; could not be decoded at all
   bool live = false, gpu_frames = false;
+  int engine = 0, gpu = -1;                   // the engine (inference.gpus) and GPU that classified it
   double fps = 0;
   double latency_mean_ms = 0, latency_p50_ms = 0, latency_p99_ms = 0;
   double queue_ms = 0, inference_ms = 0, post_ms = 0, output_ms = 0;  // mean per stage
@@ -27,8 +28,17 @@ struct StreamSummary {
   double first_frame_s = -1, last_result_s = -1;
 };
 
+// One engine's share of the run (a line each when the run has several: inference.gpus).
+struct EngineSummary {
+  int engine = 0, gpu = -1;
+  std::string name;           // "cuDNN on NVIDIA H200"
+  int64_t streams = 0, frames = 0, batches = 0;
+  std::string failure;        // why the engine failed ("" when it did not); its streams failed with it
+};
+
 struct RunSummary {
   std::vector<StreamSummary> streams;
+  std::vector<EngineSummary> engines;
   int64_t frames = 0, dropped = 0;
   double seconds = 0;
   double latency_p50_ms = 0, latency_p99_ms = 0;
@@ -69,7 +79,9 @@ class Progress {
 // that have ended (removed from a service) are left out.
 class PerfReport {
  public:
-  PerfReport(double interval_s, bool any_live) : interval_(interval_s), enabled_(interval_s > 0 && any_live) {}
+  // `engines`: with more than one, each engine's total is shown too ("gpu1 812.0 fps").
+  PerfReport(double interval_s, bool any_live, std::vector<int> engine_gpus = {0})
+      : interval_(interval_s), enabled_(interval_s > 0 && any_live), engine_gpus_(std::move(engine_gpus)) {}
   // A live stream joined the run (the service's API).
   void live_joined() { enabled_ = interval_ > 0; }
   void update(const std::vector<std::unique_ptr<Stream>>& streams);
@@ -77,6 +89,7 @@ class PerfReport {
  private:
   double interval_;
   bool enabled_;
+  std::vector<int> engine_gpus_;  // each engine's GPU
   Clock::time_point last_{};
   std::vector<std::pair<int64_t, int64_t>> previous_;
 };

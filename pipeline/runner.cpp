@@ -4,7 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <utility>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -89,6 +94,25 @@ class EventGate {
   std::map<size_t, std::vector<StreamEvent>> pending_;
 };
 
+// Places each stream on an engine once its format is known (batching/gpu_assignment.hpp), and tells the batcher.
+// Held jointly with the streams, as the event gate is.
+class StreamPlacer {
+ public:
+  StreamPlacer(std::shared_ptr<FrameHub> hub, std::vector<int> devices, std::vector<std::shared_ptr<GstContext>> contexts)
+      : hub_(std::move(hub)), assignment_(std::move(devices)), contexts_(std::move(contexts)) {}
+  Placement place(int stream, const DecodeLoad& load) {
+    const auto p = assignment_.place(stream, load);
+    hub_->set_lane(stream, p.lane);  // before its first frame: it is queued for that engine
+    return {p.lane, p.device, contexts_[size_t(p.lane)]};
+  }
+  GpuAssignment& assignment() { return assignment_; }
+
+ private:
+  std::shared_ptr<FrameHub> hub_;
+  GpuAssignment assignment_;
+  std::vector<std::shared_ptr<GstContext>> contexts_;  // per engine (null: its frames go through host memory)
+};
+
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 QueuePolicy queue_policy(const config::Input& in, bool live) {
@@ -101,8 +125,8 @@ QueuePolicy queue_policy(const config::Input& in, bool live) {
 
 class Runner::Impl final : public RunControl {
  public:
-  Impl(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
-      : cfg_(config), classifier_(std::move(classifier)),
+  Impl(const config::Config& config, std::vector<std::unique_ptr<inference::Classifier>> engines)
+      : cfg_(config),
         capacity_(cfg_.api.enabled ? std::max(cfg_.inputs.size(), size_t(cfg_.api.max_streams)) : cfg_.inputs.size()),
         events_(std::make_shared<EventGate>(capacity_)), owner_(capacity_, nullptr) {
     // Files that cannot be read are said at once, before the model loads and thousands of streams are set up.
@@ -110,7 +134,14 @@ class Runner::Impl final : public RunControl {
       if (in.kind == config::InputKind::File) check_readable_file(in.path);
     }
     refuse_overwriting_inputs(cfg_);
-    if (!classifier_) classifier_ = inference::Classifier::create(cfg_);
+    if (engines.empty()) engines = inference::Classifier::create_all(cfg_);
+    for (auto& e : engines) {
+      auto lane = std::make_unique<Lane>();
+      lane->index = int(lanes_.size());
+      lane->classifier = std::move(e);
+      lanes_.push_back(std::move(lane));
+    }
+    classifier_ = lanes_.front()->classifier.get();
     effective_ = cfg_;
     try {  // what /config shows: the model file's card merged in, as the run has it
       const auto model = inference::model_settings(cfg_);
@@ -120,23 +151,46 @@ class Runner::Impl final : public RunControl {
     }
     const std::string model_name = classifier_->architecture().size() > 40 ? "ResNet" : classifier_->architecture();
     const OverlayMaker overlay{cfg_.overlay, cfg_.smoothing.window, classifier_->engine_name(), model_name};
-    // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on.
+    // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on: each
+    // engine's decoders share its CUDA context.
     const bool draw = cfg_.output.kind != config::OutputKind::None;
-    if (classifier_->cuda_device() >= 0 && !draw) {
-      try {
-        cuda_context_ = share_context(make_shared_cuda_context(classifier_->cuda_device()));
-      } catch (const Error& e) {
-        log_->warn("NVDEC frames will be copied through host memory: {}", e.what());
+    std::vector<int> devices;
+    std::vector<std::shared_ptr<GstContext>> contexts;
+    for (auto& lane : lanes_) {
+      const int device = lane->classifier->cuda_device();
+      devices.push_back(device);
+      std::shared_ptr<GstContext> context;
+      for (size_t i = 0; i < contexts.size(); ++i) {  // two engines on one GPU share its context
+        if (devices[i] == device) context = contexts[i];
       }
+      if (!context && device >= 0 && !draw) {
+        try {
+          context = share_context(make_shared_cuda_context(device));
+        } catch (const Error& e) {
+          log_->warn("NVDEC frames will be copied through host memory: {}", e.what());
+        }
+      }
+      contexts.push_back(context);
+      gpu_frames_ = gpu_frames_ || context != nullptr;
     }
     std::vector<QueuePolicy> policies;
     for (const auto& in : cfg_.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
-    hub_ = std::make_shared<FrameHub>(policies);
+    hub_ = std::make_shared<FrameHub>(policies, lanes_.size());
+    placer_ = std::make_shared<StreamPlacer>(hub_, devices, std::move(contexts));
+    if (lanes_.size() > 1) {
+      std::string which;
+      for (const auto& lane : lanes_) {
+        const int d = lane->classifier->cuda_device();
+        which += fmt::format("{}{}", which.empty() ? "" : ", ", d >= 0 ? fmt::format("GPU {}", d) : "CPU");
+      }
+      log_->info("{} engines ({}): each stream is decoded and classified on the one with the least decoding to do "
+                 "when it starts", lanes_.size(), which);
+    }
     hub_->keep_open(cfg_.api.enabled);  // a service runs on with no stream, until it is stopped
     std::vector<StreamStats*> stats;
     std::vector<std::string> names;
     for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
-      streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], cuda_context_ != nullptr, environment()));
+      streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], gpu_frames_, environment()));
       owner_[i] = streams_.back().get();
       stats.push_back(&streams_.back()->stats());
       names.push_back(streams_.back()->stats().name);
@@ -181,7 +235,16 @@ class Runner::Impl final : public RunControl {
     std::lock_guard lock(streams_mutex_);
     return shared_stats_;
   }
-  const EngineStats& engine() const override { return engine_stats_; }
+  const EngineStats& engine() const override { return lanes_.front()->stats; }
+  std::vector<EngineInfo> engines() const override {
+    std::vector<EngineInfo> out;
+    for (const auto& l : lanes_) {
+      std::lock_guard lock(l->failure_mutex);
+      out.push_back({l->index, l->classifier->cuda_device(), l->classifier->engine_name(), &l->stats,
+                     l->failure ? l->failure->message : ""});
+    }
+    return out;
+  }
   std::vector<SinkStatus> sinks() const override { return post_->sink_status(); }
   const EventStats* events() const override { return event_stage_ ? &event_stats_ : nullptr; }
   std::string engine_name() const override { return classifier_->engine_name(); }
@@ -217,7 +280,7 @@ class Runner::Impl final : public RunControl {
     if (reused) hub_->reopen(id, policy, true);
     else if (hub_->add_stream(policy, true) != id) throw InternalError("stream slots out of step with the batcher");
     events_->hold(id);
-    auto stream = std::make_unique<Stream>(id, input, cuda_context_ != nullptr, environment());
+    auto stream = std::make_unique<Stream>(id, input, gpu_frames_, environment());
     StreamStats& stats = stream->stats();
     try {
       if (event_stage_) {
@@ -228,6 +291,7 @@ class Runner::Impl final : public RunControl {
     } catch (...) {
       hub_->discard(id);
       events_->forget(id);
+      placer_->assignment().release(id);
       std::lock_guard lock(streams_mutex_);
       refused_.push_back(std::move(stream));  // (the event stage may have its statistics: kept, never shown)
       discarded_.push_back(id);               // its slot serves the next stream
@@ -317,54 +381,39 @@ class Runner::Impl final : public RunControl {
     bool any_live = false, any_file = false;
     for (auto& s : streams_) (s->live() ? any_live : any_file) = true;
     Progress progress(any_file, cfg_.logging.progress_interval_s);
-    PerfReport perf(cfg_.logging.perf_interval_s, any_live);
+    std::vector<int> gpus;
+    for (const auto& l : lanes_) gpus.push_back(l->classifier->cuda_device());
+    PerfReport perf(cfg_.logging.perf_interval_s, any_live, gpus);
     try {
       for (auto& s : streams_) s->start();
-      engine_stats_.ready = true;
+      for (auto& l : lanes_) l->stats.ready = true;
       accepting_ = true;
-      const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
-      const size_t max_batch = size_t(classifier_->max_batch());
+      // One thread per engine takes its streams' batches; this one watches for the end, stops, and reports.
+      for (auto& l : lanes_) l->thread = std::thread([this, lane = l.get()] { drive(*lane); });
       for (;;) {
-        if (!*stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop())) {
+        if (!*stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop() || engine_failed_)) {
           *stopping_ = true;
           accepting_ = false;
           hub_->keep_open(false);  // every stream stops now: the run ends when they have
           summary.interrupted = stop.load() > 0;
+          if (engine_failed_) hub_->shutdown();  // the one engine failed: nothing more can be classified
         }
-        // While batches run, only what is already waiting is taken: with nothing new, the batches in flight are
-        // delivered at once rather than held until the next frame (a quiet camera, an outage).
-        auto frames = hub_->pop_batch(max_batch, fill, in_flight_.empty() ? kIdleWait : 0ms);
-        auto drained = hub_->take_drained();
         {
           std::lock_guard lock(streams_mutex_);
           if (added_live_) perf.live_joined();
           progress.update(streams_, start);
           perf.update(streams_);
         }
-        if (frames.empty()) {
-          if (!in_flight_.empty()) {
-            auto& f = in_flight_.back().finished;  // their stream_end follows their last results
-            f.insert(f.end(), drained.streams.begin(), drained.streams.end());
-            deliver();
-            continue;
-          }
-          if (!drained.streams.empty()) post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(drained.streams)});
-          if (drained.all_done) break;
-          continue;
-        }
-        views_.clear();
-        for (const auto& f : frames) views_.push_back(f.view);
-        const auto submitted = Clock::now();  // before submit(): the CPU engine does its work inside it
-        classifier_->submit(views_);
-        in_flight_.push_back({std::move(frames), std::move(drained.streams), submitted});
-        while (!in_flight_.empty() &&
-               (int(in_flight_.size()) >= classifier_->max_in_flight() || classifier_->ready())) {
-          deliver();
-        }
+        std::unique_lock lock(lanes_mutex_);
+        if (lanes_cv_.wait_for(lock, kIdleWait, [&] { return lanes_done_ == lanes_.size(); })) break;
       }
-      while (!in_flight_.empty()) deliver();
+      join_lanes();
+      if (engine_failed_) std::rethrow_exception(engine_error_);
     } catch (...) {
       try {
+        *stopping_ = true;
+        hub_->shutdown();  // the engines' threads end at once
+        join_lanes();
         progress.done();
         shut_down(summary);
       } catch (const std::exception& e) {
@@ -385,9 +434,23 @@ class Runner::Impl final : public RunControl {
     std::vector<int> finished;
     Clock::time_point submitted;
   };
+  // One engine (one per inference.gpus entry) and what its thread keeps.
+  struct Lane {
+    int index = 0;
+    std::unique_ptr<inference::Classifier> classifier;
+    EngineStats stats;
+    std::deque<InFlight> in_flight;
+    std::vector<float> logits;
+    std::vector<inference::FrameView> views;
+    mutable std::mutex failure_mutex;
+    std::optional<Failure> failure;  // it failed, and its streams with it
+    std::thread thread;
+  };
 
   StreamEnvironment environment() {
-    return {hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); }, cuda_context_, stopping_, nullptr};
+    return {hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); },
+            [placer = placer_](int stream, const DecodeLoad& load) { return placer->place(stream, load); }, stopping_,
+            nullptr};
   }
 
   int output_credits() const { return std::max(kOutputCredits, 2 * classifier_->max_batch()); }
@@ -417,13 +480,119 @@ class Runner::Impl final : public RunControl {
     throw RequestError(503, fmt::format("the run has room for {} streams at once (api.max_streams)", capacity_));
   }
 
-  void deliver() {
-    InFlight b = std::move(in_flight_.front());
-    in_flight_.pop_front();
-    classifier_->collect(logits_);
+  // An engine's thread: its streams' frames -> batches -> logits -> the post stage, two batches in flight. Ends when
+  // every stream of the run has ended and been drained.
+  void drive(Lane& lane) {
+    try {
+      const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
+      const size_t max_batch = size_t(lane.classifier->max_batch());
+      for (;;) {
+        // While batches run, only what is already waiting is taken: with nothing new, the batches in flight are
+        // delivered at once rather than held until the next frame (a quiet camera, an outage).
+        auto frames = hub_->pop_batch(max_batch, fill, lane.in_flight.empty() ? kIdleWait : 0ms, lane.index);
+        auto drained = take_drained(lane);
+        if (frames.empty()) {
+          if (!lane.in_flight.empty()) {
+            auto& f = lane.in_flight.back().finished;  // their stream_end follows their last results
+            f.insert(f.end(), drained.streams.begin(), drained.streams.end());
+            deliver(lane);
+            continue;
+          }
+          if (!drained.streams.empty()) post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(drained.streams)});
+          if (drained.all_done) break;
+          continue;
+        }
+        lane.views.clear();
+        for (const auto& f : frames) lane.views.push_back(f.view);
+        const auto submitted = Clock::now();  // before submit(): the CPU engine does its work inside it
+        lane.in_flight.push_back({std::move(frames), std::move(drained.streams), submitted});
+        lane.classifier->submit(lane.views);
+        while (!lane.in_flight.empty() &&
+               (int(lane.in_flight.size()) >= lane.classifier->max_in_flight() || lane.classifier->ready())) {
+          deliver(lane);
+        }
+      }
+      while (!lane.in_flight.empty()) deliver(lane);
+    } catch (...) {
+      engine_failed(lane, std::current_exception());
+    }
+    std::lock_guard lock(lanes_mutex_);
+    ++lanes_done_;
+    lanes_cv_.notify_all();
+  }
+
+  FrameHub::Drained take_drained(const Lane& lane) {
+    auto drained = hub_->take_drained(lane.index);
+    for (int s : drained.streams) placer_->assignment().release(s);  // its decoding load is gone
+    return drained;
+  }
+
+  void deliver(Lane& lane) {
+    InFlight b = std::move(lane.in_flight.front());
+    lane.in_flight.pop_front();
+    lane.classifier->collect(lane.logits);
     const auto collected = Clock::now();
-    engine_stats_.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
-    post_->submit(ClassifiedBatch{std::move(b.frames), logits_, collected, std::move(b.finished)});
+    lane.stats.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
+    post_->submit(ClassifiedBatch{std::move(b.frames), lane.logits, collected, std::move(b.finished)});
+  }
+
+  // An engine failed (a GPU fault, out of memory). The only engine: the run ends with its error. One of several: its
+  // streams fail with its error and the others go on; what it still gets is thrown away (credits given back), and its
+  // streams' ends still go out.
+  void engine_failed(Lane& lane, std::exception_ptr error) {
+    if (lanes_.size() == 1) {
+      std::lock_guard lock(lanes_mutex_);
+      engine_error_ = error;
+      engine_failed_ = true;
+      return;
+    }
+    Failure why{ExitCode::kInternal, "unknown error"};
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      why = {e.code(), e.what()};
+    } catch (const std::exception& e) {
+      why.message = e.what();
+    }
+    const int gpu = lane.classifier->cuda_device();
+    why.message = fmt::format("engine {}{} failed: {}", lane.index, gpu >= 0 ? fmt::format(" (GPU {})", gpu) : "", why.message);
+    log_->error("{}; its streams end with it, the other engines go on", why.message);
+    {
+      std::lock_guard lock(lane.failure_mutex);
+      lane.failure = why;
+    }
+    placer_->assignment().retire(lane.index);  // no stream is placed on it any more
+    {
+      std::lock_guard lock(streams_mutex_);
+      for (size_t i = 0; i < owner_.size(); ++i) {
+        const auto placed = placer_->assignment().placed(int(i));
+        if (owner_[i] && placed && placed->lane == lane.index) owner_[i]->abort(why);
+      }
+    }
+    try {
+      std::vector<int> finished;
+      for (auto& b : lane.in_flight) {
+        for (const auto& f : b.frames) hub_->give_back(f.stream);
+        finished.insert(finished.end(), b.finished.begin(), b.finished.end());
+      }
+      lane.in_flight.clear();
+      for (;;) {
+        auto frames = hub_->pop_batch(size_t(lane.classifier->max_batch()), 0us, kIdleWait, lane.index);
+        for (const auto& f : frames) hub_->give_back(f.stream);
+        auto drained = take_drained(lane);
+        finished.insert(finished.end(), drained.streams.begin(), drained.streams.end());
+        if (!finished.empty()) post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::exchange(finished, {})});
+        if (drained.all_done) break;
+      }
+    } catch (const std::exception& e) {
+      log_->error("engine {}: while ending its streams: {}", lane.index, e.what());
+    }
+  }
+
+  void join_lanes() {
+    for (auto& l : lanes_) {
+      if (l->thread.joinable()) l->thread.join();
+    }
   }
 
   void shut_down(RunSummary& summary) {
@@ -460,7 +629,7 @@ class Runner::Impl final : public RunControl {
     }
   }
 
-  // The per-stream rows, the totals and the exit status.
+  // The per-stream rows, the engines, the totals and the exit status.
   void tally(RunSummary& summary, Clock::time_point start) const {
     for (auto& s : streams_) {
       if (!s) continue;
@@ -468,6 +637,12 @@ class Runner::Impl final : public RunControl {
       summary.frames += row.frames;
       summary.dropped += row.dropped + row.output_dropped;
       summary.streams.push_back(std::move(row));
+    }
+    for (const auto& info : engines()) {
+      EngineSummary e{info.engine, info.gpu, info.gpu >= 0 ? fmt::format("{}, GPU {}", info.name, info.gpu) : info.name,
+                      0, info.stats->frames, info.stats->batches, info.failure};
+      for (const auto& row : summary.streams) e.streams += row.engine == info.engine && row.frames > 0 ? 1 : 0;
+      summary.engines.push_back(std::move(e));
     }
     // The run's overall percentiles, from every frame of every stream.
     std::vector<double> p50s;
@@ -479,8 +654,14 @@ class Runner::Impl final : public RunControl {
       std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
       summary.latency_p50_ms = p50s[p50s.size() / 2];
     }
-    // Exit status: lost results or video first (they lose data the user asked for), then failed streams.
-    for (const auto& f : {post_->failure(), outputs_->failure()}) {
+    // Exit status: lost results or video first (they lose data the user asked for), then a failed engine, then failed
+    // streams.
+    std::vector<std::optional<Failure>> failures{post_->failure(), outputs_->failure()};
+    for (const auto& l : lanes_) {
+      std::lock_guard lock(l->failure_mutex);
+      failures.push_back(l->failure);
+    }
+    for (const auto& f : failures) {
       if (!f) continue;
       summary.problems.push_back(f->message);
       if (summary.code == ExitCode::kOk) summary.code = f->code;
@@ -533,11 +714,13 @@ class Runner::Impl final : public RunControl {
   const config::Config cfg_;
   config::Config effective_;  // cfg_ with the model card's values (what /config shows)
   std::shared_ptr<spdlog::logger> log_ = vc::log::get("pipeline");
-  std::unique_ptr<inference::Classifier> classifier_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // the engines
+  inference::Classifier* classifier_ = nullptr;  // the first engine: labels, batch size, names
   const size_t capacity_;  // the most streams at once: the configured ones, or api.max_streams when streams may be added
   // What the streams hold jointly with the run (a stream left behind may outlive the run: stream.hpp).
-  std::shared_ptr<GstContext> cuda_context_;
+  bool gpu_frames_ = false;  // an engine's CUDA context is shared with NVDEC: frames may stay in GPU memory
   std::shared_ptr<FrameHub> hub_;
+  std::shared_ptr<StreamPlacer> placer_;
   std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<EventGate> events_;
   // Streams are added and removed from the service's threads while the run loop reads them.
@@ -557,14 +740,25 @@ class Runner::Impl final : public RunControl {
   std::unique_ptr<Collector> collector_;     // (output.collect.dir)
   RecentEvents recent_;
   std::unique_ptr<PostStage> post_;
-  EngineStats engine_stats_;
-  std::deque<InFlight> in_flight_;
-  std::vector<float> logits_;
-  std::vector<inference::FrameView> views_;
+  std::mutex lanes_mutex_;
+  std::condition_variable lanes_cv_;
+  size_t lanes_done_ = 0;              // engines whose threads have finished
+  std::exception_ptr engine_error_;    // the only engine failed: the run ends with it (lanes_mutex_)
+  std::atomic<bool> engine_failed_{false};
 };
 
+namespace {
+std::vector<std::unique_ptr<inference::Classifier>> one(std::unique_ptr<inference::Classifier> classifier) {
+  std::vector<std::unique_ptr<inference::Classifier>> engines;
+  if (classifier) engines.push_back(std::move(classifier));
+  return engines;
+}
+}  // namespace
+
 Runner::Runner(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
-    : impl_(std::make_unique<Impl>(config, std::move(classifier))) {}
+    : impl_(std::make_unique<Impl>(config, one(std::move(classifier)))) {}
+Runner::Runner(const config::Config& config, std::vector<std::unique_ptr<inference::Classifier>> engines)
+    : impl_(std::make_unique<Impl>(config, std::move(engines))) {}
 Runner::~Runner() = default;
 RunControl& Runner::control() { return *impl_; }
 RunSummary Runner::run(const std::atomic<int>& stop) { return impl_->run(stop); }

@@ -23,6 +23,8 @@ class Runner {
   // Throws vc::Error subclasses (a missing model, an output that would overwrite an input, …). `classifier`: the
   // engine to run with instead of the configured one (tests).
   explicit Runner(const config::Config& config, std::unique_ptr<inference::Classifier> classifier = nullptr);
+  // With several engines (tests; the run itself makes one per inference.gpus entry): streams are spread over them.
+  Runner(const config::Config& config, std::vector<std::unique_ptr<inference::Classifier>> engines);
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;

@@ -21,6 +21,9 @@
 #   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
 #              removed over and over through the run's control interface (what the REST API calls): the 64 must
 #              drop nothing; time to the added stream's first result and to a removal finalized (not in the default)
+#   gpus       inference.gpus on the GPUs there (VC_GPUS, default "0,0": two engines on one GPU when there is only one): 4
+#              NVDEC streams spread over the engines, the same top-1 on every frame as one engine, each engine's
+#              share in the summary; then bench_pipeline's live run with --gpus (VC_GPUS_LIVE streams, default 64)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options.
@@ -179,6 +182,30 @@ if want api; then
   stage "api: 64 live streams, a stream added and removed beside them over and over"
   bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds 30 --churn \
     --json "$out/bench_api.json" 2>&1 | tee "$out/bench_api.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want gpus; then
+  stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"
+  media=/tmp/vc-gpus.mp4
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1280,height=720,framerate=30/1,format=I420 \
+    ! x264enc bitrate=4000 speed-preset=superfast ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink location=$media
+  for run in one gpus; do
+    extra=()
+    [ $run = gpus ] && extra=(--set "inference.gpus=[${VC_GPUS:-0,0}]")
+    video-classifier --config assets/configs/default.yaml --set inference.device=cuda --input $media --input $media \
+      --input $media --input $media --output none --set "output.results=/tmp/gpus-$run-{stream}.jsonl" "${extra[@]}" \
+      >"$out/gpus-$run.txt" 2>&1 || status=1
+  done
+  grep -E "^engine [0-9]+ \(" "$out/gpus-gpus.txt" | tee "$out/gpus-engines.txt"
+  [ "$(grep -cE '^engine [0-9]+ \(.*: [1-9][0-9]* stream' "$out/gpus-engines.txt")" -ge 2 ] ||
+    { echo "the streams were NOT spread over the engines"; status=1; }
+  for i in 0 1 2 3; do
+    video-classifier evaluate --results /tmp/gpus-gpus-stream$i.jsonl --ground-truth /tmp/gpus-one-stream$i.jsonl |
+      head -n 1 | sed "s/^/stream$i: /" | tee -a "$out/gpus-compare.txt"
+  done
+  [ "$(grep -c "frame accuracy: 100.00% (300/300)" "$out/gpus-compare.txt")" = 4 ] ||
+    { echo "several engines and one disagree"; status=1; }
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_GPUS_LIVE:-64}" --live-seconds 20 \
+    --gpus "${VC_GPUS:-0,0}" --json "$out/bench_gpus.json" 2>&1 | tee "$out/bench_gpus.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want sanitizer; then
   stage "compute-sanitizer (memcheck, racecheck) over the GPU tests"

@@ -297,6 +297,13 @@ void Api::install(httplib::Server& server) {
       running += s->state == StreamState::Running || s->state == StreamState::Reconnecting ? 1 : 0;
     }
     const auto& cfg = run_.config();
+    json engines = json::array();
+    int64_t batches = 0;
+    for (const auto& e : run_.engines()) {
+      batches += e.stats->batches.load();
+      engines.push_back({{"engine", e.engine}, {"gpu", e.gpu}, {"name", e.name}, {"batches", e.stats->batches.load()},
+                         {"frames", e.stats->frames.load()}, {"failed", !e.failure.empty()}, {"failure", e.failure}});
+    }
     reply(res, 200,
           {{"version", vc::kVersion},
            {"engine", run_.engine_name()},
@@ -307,7 +314,8 @@ void Api::install(httplib::Server& server) {
            {"streams_running", running},
            {"max_streams", settings_.max_streams},
            {"frames", frames},
-           {"batches", run_.engine().batches.load()},
+           {"batches", batches},
+           {"engines", engines},
            {"changes_allowed", !token_.empty()},
            {"token_for_reads", settings_.protect_reads},
            {"snapshot_interval_s", settings_.snapshot_interval_s},

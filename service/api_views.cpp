@@ -56,6 +56,8 @@ json stream_view(const StreamStats& s, const pipeline::RunControl& run) {
             {"decoder", s.decoder_name()},
             {"live", s.live},
             {"gpu_frames", s.gpu_frames.load()},
+            {"engine", s.engine.load()},
+            {"gpu", s.gpu.load()},
             {"fps", s.rate.per_second(pipeline::Clock::now())},
             {"frames", s.classified.load()},
             {"dropped", s.queue_dropped.load() + s.output_dropped.load()},

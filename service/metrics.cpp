@@ -1,5 +1,9 @@
 #include "service/metrics.hpp"
 
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -94,10 +98,13 @@ std::string render_metrics(const pipeline::RunControl& run) {
              [](const StreamStats& s) { return s.state == StreamState::Running ? 1 : 0; });
   per_stream("vc_stream_last_frame_age_seconds", "gauge", "seconds since the stream's last frame (-1: none yet)",
              [](const StreamStats& s) { return age_seconds(s.last_frame_ns); });
-  t.family("vc_stream_decoder_info", "gauge", "the decoder a stream uses; gpu_frames: frames stay in GPU memory");
+  t.family("vc_stream_decoder_info", "gauge",
+           "the decoder a stream uses; gpu_frames: frames stay in GPU memory; engine and gpu: where it is decoded and "
+           "classified (gpu -1: the CPU engine, or not placed yet)");
   for (const auto& s : streams) {
-    t.sample("vc_stream_decoder_info", fmt::format("stream=\"{}\",decoder=\"{}\",gpu_frames=\"{}\"", label(s->name),
-                                                   label(s->decoder_name()), s->gpu_frames ? "true" : "false"), 1);
+    t.sample("vc_stream_decoder_info", fmt::format("stream=\"{}\",decoder=\"{}\",gpu_frames=\"{}\",engine=\"{}\",gpu=\"{}\"",
+                                                   label(s->name), label(s->decoder_name()), s->gpu_frames ? "true" : "false",
+                                                   s->engine.load(), s->gpu.load()), 1);
   }
   t.family("vc_stream_latency_seconds", "histogram", "capture to result written");
   for (const auto& s : streams) t.histogram("vc_stream_latency_seconds", fmt::format("stream=\"{}\"", label(s->name)), s->latency, kLatencyBoundsMs);
@@ -109,27 +116,42 @@ std::string render_metrics(const pipeline::RunControl& run) {
     }
   }
   {
-    const auto& e = run.engine();
-    t.single("vc_batches_total", "counter", "inference batches", double(e.batches.load()));
+    // Per engine (one per GPU with inference.gpus): engine="0", gpu="0" (-1: the CPU engine).
+    const auto engines = run.engines();
+    const auto labels = [](const pipeline::EngineInfo& e) { return fmt::format("engine=\"{}\",gpu=\"{}\"", e.engine, e.gpu); };
+    t.family("vc_batches_total", "counter", "inference batches");
+    for (const auto& e : engines) t.sample("vc_batches_total", labels(e), double(e.stats->batches.load()));
     t.family("vc_batch_size", "histogram", "frames per inference batch");
-    int64_t cumulative = 0;
-    for (int b = 0; b < EngineStats::kSizeBuckets; ++b) {
-      cumulative += e.batch_sizes[size_t(b)];
-      t.sample("vc_batch_size_bucket", fmt::format("le=\"{}\"", 1 << b), double(cumulative));
+    for (const auto& e : engines) {
+      int64_t cumulative = 0;
+      for (int b = 0; b < EngineStats::kSizeBuckets; ++b) {
+        cumulative += e.stats->batch_sizes[size_t(b)];
+        t.sample("vc_batch_size_bucket", fmt::format("{},le=\"{}\"", labels(e), 1 << b), double(cumulative));
+      }
+      t.sample("vc_batch_size_bucket", labels(e) + ",le=\"+Inf\"", double(e.stats->batches.load()));
+      t.sample("vc_batch_size_sum", labels(e), double(e.stats->frames.load()));
+      t.sample("vc_batch_size_count", labels(e), double(e.stats->batches.load()));
     }
-    t.sample("vc_batch_size_bucket", "le=\"+Inf\"", double(e.batches.load()));
-    t.sample("vc_batch_size_sum", "", double(e.frames.load()));
-    t.sample("vc_batch_size_count", "", double(e.batches.load()));
     t.family("vc_engine_batch_seconds", "histogram", "a batch from submission to logits (preprocess + inference, two in flight)");
-    t.histogram("vc_engine_batch_seconds", "", e.batch_ms, kLatencyBoundsMs);
-    t.single("vc_ready", "gauge", "1 once the engine is built and every stream started", e.ready ? 1 : 0);
-  }
-  size_t used = 0, total = 0;
-  if (run.cuda_device() >= 0 && inference::gpu_memory(run.cuda_device(), used, total)) {
-    t.family("vc_gpu_memory_used_bytes", "gauge", "GPU memory in use (all processes)");
-    t.sample("vc_gpu_memory_used_bytes", fmt::format("gpu=\"{}\"", run.cuda_device()), double(used));
-    t.family("vc_gpu_memory_total_bytes", "gauge", "GPU memory");
-    t.sample("vc_gpu_memory_total_bytes", fmt::format("gpu=\"{}\"", run.cuda_device()), double(total));
+    for (const auto& e : engines) t.histogram("vc_engine_batch_seconds", labels(e), e.stats->batch_ms, kLatencyBoundsMs);
+    t.family("vc_engine_up", "gauge", "1 while the engine works, 0 once it failed (its streams failed with it)");
+    for (const auto& e : engines) t.sample("vc_engine_up", labels(e), e.failure.empty() ? 1 : 0);
+    t.single("vc_ready", "gauge", "1 once the engine is built and every stream started", run.engine().ready ? 1 : 0);
+    std::vector<int> gpus;  // each GPU once (two engines may share one)
+    for (const auto& e : engines) {
+      if (e.gpu >= 0 && std::find(gpus.begin(), gpus.end(), e.gpu) == gpus.end()) gpus.push_back(e.gpu);
+    }
+    std::vector<std::tuple<int, size_t, size_t>> memory;
+    for (int gpu : gpus) {
+      size_t used = 0, total = 0;
+      if (inference::gpu_memory(gpu, used, total)) memory.emplace_back(gpu, used, total);
+    }
+    if (!memory.empty()) {
+      t.family("vc_gpu_memory_used_bytes", "gauge", "GPU memory in use (all processes)");
+      for (const auto& [gpu, used, total] : memory) t.sample("vc_gpu_memory_used_bytes", fmt::format("gpu=\"{}\"", gpu), double(used));
+      t.family("vc_gpu_memory_total_bytes", "gauge", "GPU memory");
+      for (const auto& [gpu, used, total] : memory) t.sample("vc_gpu_memory_total_bytes", fmt::format("gpu=\"{}\"", gpu), double(total));
+    }
   }
   {
     const auto sinks = run.sinks();

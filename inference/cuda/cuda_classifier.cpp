@@ -44,6 +44,9 @@ class CudaClassifier final : public Classifier {
     }
   }
 
+  // Its CUDA objects are released on its own GPU, whichever thread lets it go.
+  ~CudaClassifier() override { cudaSetDevice(device_); }
+
   std::string engine_name() const override { return "cuDNN on " + engine_.report().gpu; }
   int max_batch() const override { return engine_.batch(); }
   int max_in_flight() const override { return kSlots; }

@@ -2,6 +2,8 @@
 // stream, with the stream's policy when it is full — block the producer (files: back-pressure, nothing lost) or
 // drop the stalest frame (live sources: the latest frame wins, drops counted) — and a batcher that takes up to
 // N frames round-robin across the streams, so that no stream starves, waiting at most a timeout to fill a batch.
+// With several engines (one per GPU), each stream belongs to one lane — the engine that classifies it — and each
+// engine takes its batches from its own lane's streams alone.
 // A stream may also be given credits: the batcher takes one per frame and the frame's consumer gives it back
 // (a file's video output as it writes): a consumer that falls behind holds back its own stream, and only it.
 #pragma once
@@ -24,7 +26,8 @@ struct QueuePolicy {
 
 class FrameHub {
  public:
-  explicit FrameHub(std::vector<QueuePolicy> streams);
+  // `lanes`: how many engines take batches (every stream starts in lane 0).
+  explicit FrameHub(std::vector<QueuePolicy> streams, size_t lanes = 1);
 
   // A stream added while the hub runs (the service's API); returns its id, the next one. The others never wait.
   // `held`: its frames queue (under its policy) but are not taken until release() — the run is not ready for them
@@ -52,17 +55,23 @@ class FrameHub {
   // after the stream served last) until `max` are taken; when fewer are waiting it waits up to `fill_timeout`
   // after the first frame for more. Empty when every stream is closed and drained, or after shutdown().
   // `first_wait` bounds the wait for the first frame (then it returns empty, so the caller can look around).
+  // Only `lane`'s streams are taken.
   std::vector<Frame> pop_batch(size_t max, std::chrono::microseconds fill_timeout,
-                               std::chrono::milliseconds first_wait = std::chrono::milliseconds(200));
+                               std::chrono::milliseconds first_wait = std::chrono::milliseconds(200), int lane = 0);
   // Every stream closed and drained: nothing more will come.
   [[nodiscard]] bool all_done() const;
   // The streams that became closed and drained since the last call (each reported once), and whether every
-  // stream is now closed and drained — one step, so that a stream closing in between is never missed.
+  // stream is now closed and drained — one step, so that a stream closing in between is never missed. `streams`:
+  // those of `lane` alone; `all_done`: every lane's.
   struct Drained {
     std::vector<int> streams;
     bool all_done = false;
   };
-  Drained take_drained();
+  Drained take_drained(int lane = 0);
+
+  // The engine that takes `stream`'s frames from now on (decided when its format is known, before its first frame).
+  void set_lane(int stream, int lane);
+  [[nodiscard]] int lane(int stream) const;
 
   // The stream's policy from now on (a source found to be live).
   void set_policy(int stream, QueuePolicy policy);
@@ -88,19 +97,24 @@ class FrameHub {
     int64_t dropped = 0;
     int credits = -1;  // -1: no credits needed
     bool held = false;
+    int lane = 0;
   };
-  bool any_waiting() const;     // mutex held
-  bool all_drained() const;     // mutex held
-  void take_round_robin(std::vector<Frame>& batch, size_t max);  // mutex held
+  static bool ready(const Queue& q) { return !q.frames.empty() && q.credits != 0 && !q.held; }
+  bool any_waiting() const;          // mutex held; any lane
+  bool any_waiting(int lane) const;  // mutex held
+  bool all_drained() const;          // mutex held
+  void take_round_robin(std::vector<Frame>& batch, size_t max, int lane);  // mutex held
+  void wake_all();                   // mutex held: every lane's consumer looks again
 
   mutable std::mutex mutex_;
-  std::condition_variable frame_arrived_, space_freed_;
+  std::deque<std::condition_variable> frame_arrived_;  // one per lane
+  std::condition_variable space_freed_;
   std::deque<Queue> queues_;  // (a deque: a producer waiting on its queue keeps it while streams are added)
-  size_t next_stream_ = 0;  // where the next round starts
+  std::vector<size_t> next_stream_;  // per lane: where its next round starts
   bool shut_ = false;
   bool keep_open_ = false;
   int waiting_producers_ = 0;
-  bool consumer_waiting_ = false;
+  int consumers_waiting_ = 0;
 };
 
 }  // namespace vc::pipeline

@@ -44,6 +44,15 @@ struct RecentEvent {
   std::string json;        // the event's line, as in the results
 };
 
+// One engine of the run (several with inference.gpus: one per GPU entry).
+struct EngineInfo {
+  int engine = 0;
+  int gpu = -1;              // its CUDA device; -1 for the CPU engine
+  std::string name;          // "cuDNN on NVIDIA H200"
+  const EngineStats* stats;  // valid as long as the run
+  std::string failure;       // why it failed ("" while it works): its streams failed with it
+};
+
 class RunControl {
  public:
   virtual ~RunControl() = default;
@@ -51,8 +60,10 @@ class RunControl {
   // Every stream of the run, in order (removed and ended ones too). A stream's statistics stay valid as long as the
   // pointer is held.
   [[nodiscard]] virtual std::vector<std::shared_ptr<const StreamStats>> streams() const = 0;
-  // Batches, batch sizes, engine time per batch, readiness.
+  // Batches, batch sizes, engine time per batch, readiness: of the first engine (the only one but with inference.gpus).
   [[nodiscard]] virtual const EngineStats& engine() const = 0;
+  // Every engine, the first being engine()'s.
+  [[nodiscard]] virtual std::vector<EngineInfo> engines() const { return {{0, cuda_device(), engine_name(), &engine(), ""}}; }
   // Each result sink's drops and connection.
   [[nodiscard]] virtual std::vector<SinkStatus> sinks() const = 0;
   // The event rules' counters; null when the run has no rules.

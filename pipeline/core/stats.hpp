@@ -74,6 +74,8 @@ struct StreamStats {
   std::atomic<int64_t> first_frame_ns{0};
   std::atomic<int64_t> last_result_ns{0};
   std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)
+  std::atomic<int> gpu{-1};               // the CUDA device that classifies it (-1: the CPU engine, or not placed yet)
+  std::atomic<int> engine{0};             // the engine (inference.gpus: its index) that classifies it
   std::atomic<int64_t> events{0};         // rule events opened on this stream
   std::atomic<bool> closed{false};        // ended, and its last result, its end event and its files are out
   mutable std::mutex text_mutex;          // guards decoder, error, end_reason and current

@@ -1,6 +1,8 @@
 #include "pipeline/sources/decoders.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -86,7 +88,31 @@ StreamFormat stream_format(const GstCaps* caps) {
   return f;
 }
 
-DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy) {
+int nvdec_device(const std::string& factory) {
+  static std::mutex mutex;
+  static std::map<std::string, int> known;  // the element class says it: asked once per factory
+  std::lock_guard lock(mutex);
+  if (const auto it = known.find(factory); it != known.end()) return it->second;
+  int device = -1;
+  GstElementFactory* f = gst_element_factory_find(factory.c_str());
+  if (f && is_nvdec(f)) {
+    device = 0;  // (before GStreamer 1.22 the elements do not say: the first GPU's)
+    if (GstElement* e = gst_element_factory_create(f, nullptr)) {
+      gst_object_ref_sink(e);
+      if (g_object_class_find_property(G_OBJECT_GET_CLASS(e), "cuda-device-id")) {
+        guint id = 0;
+        g_object_get(e, "cuda-device-id", &id, nullptr);
+        device = int(id);
+      }
+      gst_object_unref(e);
+    }
+  }
+  if (f) gst_object_unref(f);
+  known[factory] = device;
+  return device;
+}
+
+DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy, int cuda_device) {
   ensure_gstreamer();
   DecoderChoice out;
   out.format = stream_format(caps);
@@ -98,6 +124,7 @@ DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy) {
     if (!decodes_pictures(f)) continue;
     const bool gpu = is_nvdec(f);
     if ((policy == config::Decoder::Gpu && !gpu) || (policy == config::Decoder::Cpu && gpu)) continue;
+    if (gpu && cuda_device >= 0 && nvdec_device(GST_OBJECT_NAME(f)) != cuda_device) continue;  // another GPU's
     DecoderInfo d{GST_OBJECT_NAME(f), gpu, int(gst_plugin_feature_get_rank(GST_PLUGIN_FEATURE(f))), ""};
     d.unfit = unfit(d.factory, out.format);
     (d.unfit.empty() ? out.usable : out.rejected).push_back(std::move(d));

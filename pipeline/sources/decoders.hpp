@@ -39,8 +39,11 @@ struct DecoderChoice {
   std::vector<DecoderInfo> usable;    // in the order they should be tried
   std::vector<DecoderInfo> rejected;  // accept the caps but decode such a stream wrongly (unfit says why)
 };
-// The decoders for `caps` (a parsed compressed stream).
-DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy);
+// The decoders for `caps` (a parsed compressed stream). `cuda_device` >= 0: of the NVDEC decoders (one element per
+// GPU: nvh264dec, nvh264device1dec, …) only that GPU's.
+DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy, int cuda_device = -1);
+// The GPU an NVDEC decoder element decodes on (its cuda-device-id); -1 for any other decoder.
+int nvdec_device(const std::string& factory);
 
 // For `doctor`: per codec and profile, the decoders that would be used and those refused.
 struct ProfileDecoders {

@@ -154,7 +154,6 @@ void GstSource::build() {
   const auto& in = spec_.input;
   pipeline_ = make_pipeline(nullptr);
   GstElement* p = pipeline_.get();
-  if (spec_.cuda_context) gst_element_set_context(p, spec_.cuda_context);  // NVDEC decoders added later inherit it
 
   appsink_ = add_element(p, "appsink", "sink");
   // Files are paced by the consumer (back-pressure); `realtime` files by the clock, like a camera; live
@@ -325,8 +324,20 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
   const std::string media = gst_structure_get_name(gst_caps_get_structure(caps, 0));
   std::vector<GstElement*> chain;  // from the pad to the appsink
   bool gpu_output = false;
+  // The engine that classifies this stream, now that its size, rate and codec are known; NVDEC decodes on its GPU.
+  Placement placement;
+  if (spec_.place) {
+    const GstStructure* s = gst_caps_get_structure(caps, 0);
+    DecodeLoad load;
+    gst_structure_get_int(s, "width", &load.width);
+    gst_structure_get_int(s, "height", &load.height);
+    if (int n = 0, d = 0; gst_structure_get_fraction(s, "framerate", &n, &d) && d > 0) load.fps = double(n) / d;
+    if (media != "video/x-raw") load.codec = stream_format(caps).codec;
+    placement = spec_.place(load);
+    cuda_context_ = placement.cuda_context;
+  }
   if (media != "video/x-raw") {
-    const auto decoders = decoders_for(caps, in.decoder);
+    const auto decoders = decoders_for(caps, in.decoder, placement.cuda_device);
     const auto& format = decoders.format;
     if (decoders.usable.empty()) {
       const char* which = in.decoder == config::Decoder::Gpu ? "NVDEC (input.decoder is gpu) "
@@ -348,9 +359,11 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     vc::log::get("pipeline")->debug("{}: {} ({}) decoded by {}", what_, format.describe(), caps_text, choice.factory);
     g_free(caps_text);
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
+    // NVDEC decodes in the engine's own CUDA context: its frames are memory the engine's kernels can read.
+    if (choice.gpu && placement.cuda_context) gst_element_set_context(chain.back(), placement.cuda_context.get());
     count_decoder(chain.back(), format);
     // Frames stay in GPU memory for the kernel when it reads them as they come: 4:2:0 (NV12 / P010), progressive.
-    gpu_output = choice.gpu && spec_.gpu_frames && spec_.cuda_context && in.width == 0 && in.fps == 0 &&
+    gpu_output = choice.gpu && spec_.gpu_frames && placement.cuda_context && in.width == 0 && in.fps == 0 &&
                  format.chroma == "4:2:0" && !format.interlaced && gpu_frame_sync().usable;
   }
   if (media == "video/x-raw" && spec_.on_packet) {  // a raw camera: an encoder makes packets for event clips

@@ -20,6 +20,7 @@
 #include "config/config.hpp"
 #include "config/errors.hpp"
 #include "pipeline/core/failure.hpp"
+#include "pipeline/batching/gpu_assignment.hpp"
 #include "pipeline/core/frame.hpp"
 #include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_util.hpp"
@@ -35,11 +36,20 @@ bool is_live_input(const config::Input& input);
 // read.
 void check_readable_file(const std::string& path);
 
+// Where a stream is classified — the engine, and the GPU whose NVDEC decodes it — asked once its format is known
+// (gpu_assignment.hpp).
+struct Placement {
+  int engine = 0;                            // inference.gpus: the engine's index
+  int cuda_device = -1;                      // the GPU whose NVDEC decoder decodes it; -1 = any decoder
+  std::shared_ptr<GstContext> cuda_context;  // that engine's CUDA context, shared with NVDEC; may be null
+};
+using Placer = std::function<Placement(const DecodeLoad&)>;
+
 struct SourceSpec {
   config::Input input;
   std::string image_file;              // kind image: the one file this source decodes
   bool gpu_frames = false;             // NVDEC output may stay in GPU memory (a CUDA engine, no video output)
-  GstContext* cuda_context = nullptr;  // the engine's CUDA context for NVDEC (borrowed; needed for gpu_frames)
+  Placer place;                        // may be empty: any decoder, frames through host memory
   PacketSink on_packet;                // the compressed video before the decoder (raw video: encoded for it); may be empty
 };
 
@@ -118,6 +128,7 @@ class GstSource {
   std::shared_ptr<GstCaps> packet_caps_;  // the packets' caps (a streaming thread's only)
   std::string decoder_;
   std::optional<Failure> pending_failure_;
+  std::shared_ptr<GstContext> cuda_context_;  // the placed engine's, held while its decoder may use it (streaming thread)
   Failure failure_;
   BusPtr bus_;
   PipelinePtr pipeline_;  // declared last: destroyed (stopped) first of all the members

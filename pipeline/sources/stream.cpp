@@ -84,7 +84,16 @@ bool Stream::finished() const {
 std::optional<Failure> Stream::failure() const { return failure_; }
 
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
-  SourceSpec spec{input_, image_file, gpu_frames_, env_.cuda_context.get(), env_.on_packet};
+  Placer place;
+  if (env_.place) {
+    place = [this](const DecodeLoad& load) {
+      auto p = env_.place(id_, load);
+      stats_.gpu = p.cuda_device;
+      stats_.engine = p.engine;
+      return p;
+    };
+  }
+  SourceSpec spec{input_, image_file, gpu_frames_, std::move(place), env_.on_packet};
   pass_frames_ = 0;
   last_pts_ = -1;
   return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });
@@ -223,9 +232,21 @@ void Stream::supervise() {
   }
 }
 
+void Stream::abort(Failure why) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    aborted_ = std::move(why);
+  }
+  removed_ = true;
+}
+
 void Stream::finish_with(std::optional<Failure> failure) {
   env_.hub->close(id_);  // first: the run must not wait for the teardown below (a stuck network source)
   source_.reset();       // stops the pipeline: no more frames from it
+  {
+    std::lock_guard lock(abort_mutex_);
+    if (aborted_) failure = aborted_;  // its engine failed: that is why it ends, whatever its source did
+  }
   if (failure) {
     failure_ = failure;
     stats_.set_error(failure->message);

@@ -26,13 +26,14 @@
 
 namespace vc::pipeline {
 
-// What every stream shares: where frames go, where events go, the engine's CUDA context, the stop request. Held
+// What every stream shares: where frames go, where events go, which engine classifies it, the stop request. Held
 // jointly: a stream whose source will not stop is left behind by the run (runner.hpp) and may outlive it, so it
 // must never point into what the run destroys.
 struct StreamEnvironment {
   std::shared_ptr<FrameHub> hub;
   std::function<void(StreamEvent)> on_event;    // called from the stream's thread; may be empty
-  std::shared_ptr<GstContext> cuda_context;     // shared with NVDEC when frames may stay on the GPU; may be null
+  // The engine (and GPU) for a stream whose format is now known; the same one again on every reconnect. May be empty.
+  std::function<Placement(int stream, const DecodeLoad&)> place;
   std::shared_ptr<const std::atomic<bool>> stop;
   PacketSink on_packet;                         // the compressed video, for event clips; may be empty
 };
@@ -56,6 +57,8 @@ class Stream {
   // Stops this stream alone (a service's API removed it): it ends as at the end of its input, reason "removed".
   void remove() { removed_ = true; }
   [[nodiscard]] bool removed() const { return removed_.load(); }
+  // Ends this stream with `why` as its failure (the engine that classifies it failed): as remove(), but failed.
+  void abort(Failure why);
   // Waits for the stream's thread to finish (it finishes at the end of the input, on failure, or on stop).
   void join();
   // join() with a limit: false if the thread is still busy (a source that will not stop).
@@ -109,6 +112,8 @@ class Stream {
   int attempts_ = 0;        // restarts since frames last flowed
   double delay_ = 0;        // the next wait before a restart
   std::optional<Failure> failure_;
+  std::mutex abort_mutex_;
+  std::optional<Failure> aborted_;        // abort()'s reason
   std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
   mutable std::mutex done_mutex_;
   std::condition_variable done_cv_;

@@ -536,4 +536,34 @@ TEST_CASE("the Classifier picks cuDNN for device auto and agrees with the CPU cl
   CHECK(relative_error(std::vector<float>(second.begin() + long(k), second.end()), c[1]) <= 1e-2);
 }
 
+TEST_CASE("inference.gpus: one engine per entry, each on its GPU, built from one tuning; two on one GPU agree") {
+  const auto cache = (std::filesystem::temp_directory_path() / "vc-gpus-cache.json").string();
+  std::filesystem::remove(cache);
+  config::Config cfg;
+  cfg.model.weights = vc::test::fixture("bottleneck_narrow.safetensors");
+  cfg.model.labels = "";
+  cfg.model.input_size = 64;
+  cfg.inference.autotune_cache = cache;
+  cfg.inference.batch_size = 2;
+  cfg.inference.gpus = {0, 0};  // what one GPU allows: the several-engine path, on one device
+  const auto engines = Classifier::create_all(cfg);
+  REQUIRE(engines.size() == 2);
+  for (const auto& e : engines) CHECK(e->cuda_device() == 0);
+  CHECK(std::filesystem::exists(cache));  // the first engine tuned and saved; the second started from it
+  cfg.inference.device = config::Device::Cpu;
+  auto cpu = Classifier::create(cfg);
+  std::vector<uint8_t> pixels(size_t(320) * 240 * 3);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : pixels) b = uint8_t(byte(vc::test::rng()));
+  const std::vector<FrameView> frames{packed_frame_view(PixelFormat::BGR, 320, 240, pixels.data())};
+  const auto a = engines[0]->classify(frames), b = engines[1]->classify(frames), c = cpu->classify(frames);
+  CHECK(relative_error(a[0], c[0]) <= 1e-2);
+  CHECK(relative_error(b[0], c[0]) <= 1e-2);
+  // A GPU the machine does not have is refused, saying how many it has.
+  cfg.inference.device = config::Device::Cuda;
+  cfg.inference.gpus = {0, 63};
+  CHECK_THROWS_WITH_AS(Classifier::create_all(cfg), doctest::Contains("names GPU 63, but this machine has"), UnavailableError);
+  std::filesystem::remove(cache);
+}
+
 TEST_SUITE_END();

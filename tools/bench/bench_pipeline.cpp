@@ -32,6 +32,7 @@
 #include <gst/gst.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/nvml_sampler.hpp"
 #include "config/config.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
@@ -159,6 +160,8 @@ struct Options {
   bool cpu = false;  // the CPU engine (to try the benchmark on a machine without a GPU)
   std::string log_dir;  // the separate processes' logs (stderr), kept for the failures
   std::string events_dir;  // non-empty: the live runs are repeated with event rules, recording here
+  std::vector<int> gpus;   // inference.gpus (empty: one GPU)
+  bool all_gpus = false;
 };
 
 config::Config base_config(const Options& o) {
@@ -167,6 +170,8 @@ config::Config base_config(const Options& o) {
   c.inference.device = o.cpu ? config::Device::Cpu : config::Device::Cuda;
   c.inference.batch_size = o.batch;
   c.inference.batch_timeout_ms = 5;
+  c.inference.gpus = o.gpus;
+  c.inference.all_gpus = o.all_gpus;
   c.output.kind = config::OutputKind::None;
   c.logging.perf_interval_s = 0;
   c.logging.level = "warn";
@@ -213,6 +218,21 @@ void churn(vc::pipeline::RunControl& run, const config::Input& like, const std::
     if (run.remove_stream(in.name, std::chrono::seconds(20))) ++out.removed;
     else ++out.failed;
     out.remove_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t1).count());
+  }
+}
+
+// Where the limit was: each GPU's NVDEC and SM utilisation over the run, and with several engines what each did.
+void print_utilisation(const json& row) {
+  for (const auto& u : row["utilisation"]) {
+    if (u["samples"].get<int>() == 0) continue;
+    fmt::print("       GPU {}: NVDEC {:.0f} % (max {:.0f} %), SM {:.0f} % (max {:.0f} %)\n", u["gpu"].get<int>(),
+               u["nvdec_mean_pct"].get<double>(), u["nvdec_max_pct"].get<double>(), u["sm_mean_pct"].get<double>(),
+               u["sm_max_pct"].get<double>());
+  }
+  if (row["engines"].size() < 2) return;
+  for (const auto& e : row["engines"]) {
+    fmt::print("       engine {} (GPU {}): {} streams, {:.1f} fps{}\n", e["engine"].get<int>(), e["gpu"].get<int>(),
+               e["streams"].get<int64_t>(), e["fps"].get<double>(), e["failed"].get<bool>() ? ", FAILED" : "");
   }
 }
 
@@ -267,12 +287,23 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
     });
   }
   GpuMemorySampler gpu;
+  vc::bench::NvmlSampler utilisation;
   const double cpu0 = cpu_seconds();
   vc::pipeline::Runner runner(c);
   if (churning) churner = std::thread([&] { churn(runner.control(), c.inputs.front(), stop, churned); });
   const auto s = runner.run(stop);
   const double cpu = cpu_seconds() - cpu0;
   const double gpu_mib = gpu.stop_mib();
+  json per_gpu = json::array();
+  for (const auto& u : utilisation.stop()) {
+    per_gpu.push_back({{"gpu", u.gpu}, {"samples", u.samples}, {"nvdec_mean_pct", u.decoder_mean}, {"nvdec_max_pct", u.decoder_max},
+                       {"sm_mean_pct", u.sm_mean}, {"sm_max_pct", u.sm_max}});
+  }
+  json engines = json::array();
+  for (const auto& e : s.engines) {
+    engines.push_back({{"engine", e.engine}, {"gpu", e.gpu}, {"streams", e.streams}, {"frames", e.frames},
+                       {"fps", s.seconds > 0 ? double(e.frames) / s.seconds : 0}, {"failed", !e.failure.empty()}});
+  }
   stop = 1;
   if (timer.joinable()) timer.join();
   if (churner.joinable()) churner.join();
@@ -316,6 +347,8 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
                              : json()},
           {"cpu_cores", s.seconds > 0 ? cpu / s.seconds : 0},
           {"gpu_mib", gpu_mib},
+          {"utilisation", per_gpu},
+          {"engines", engines},
           {"decoder", decoder},
           {"events", s.event_count},
           {"event_clips", s.event_clips},
@@ -405,9 +438,13 @@ int main(int argc, char** argv) {
   cli.add_flag("--events", events, "repeat each live run with an event rule firing on every stream every few seconds");
   bool churning = false;
   cli.add_flag("--churn", churning, "repeat each live run as a service, a stream added and removed over and over beside them");
+  std::string gpus;
+  cli.add_option("--gpus", gpus, "inference.gpus for the in-process runs: e.g. 0,1 or all (default: one GPU)");
   cli.add_flag("--cpu", o.cpu, "use the CPU engine (a smoke test without a GPU; the numbers mean little)");
   CLI11_PARSE(cli, argc, argv);
   height = width * 9 / 16 / 2 * 2;
+  if (gpus == "all") o.all_gpus = true;
+  else if (!gpus.empty()) o.gpus = parse_ints(gpus);
   vc::log::set_level("warn");
   try {
     fs::create_directories(dir);
@@ -515,6 +552,7 @@ int main(int argc, char** argv) {
                  row["start_spread_s"].get<double>(), row["p99_ms"].get<double>(), row["dropped"].get<int64_t>(),
                  row["cpu_cores"].get<double>(),
                  held ? std::string("held") : "NOT held: " + fmt::format("{}", fmt::join(why, "; ")));
+      print_utilisation(row);
       if (events) {
         json rec = run_in_process(o, n, true, live_seconds, true);
         fmt::print("       with events: {} events, {} clips ({:.0f} MiB), {} lost, p99 {:>6.1f} ms ({:+.1f}), {} dropped, CPU {:.1f} "

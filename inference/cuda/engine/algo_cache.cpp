@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "config/logging.hpp"
@@ -49,8 +51,10 @@ void AlgoCache::save() const {
     }
     const std::filesystem::path path(path_);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    // A name of its own: several processes may save the same cache at once (one engine each); the rename is atomic.
-    const auto tmp = path_ + ".tmp." + std::to_string(getpid());
+    // A name of its own: several processes, or engines of one process (one per GPU), may save the same cache at once;
+    // the rename is atomic.
+    static std::atomic<int> saves{0};
+    const auto tmp = fmt::format("{}.tmp.{}.{}", path_, getpid(), saves++);
     {
       std::ofstream out(tmp);
       out << nlohmann::json{{"version", 1}, {"algorithms", algos}}.dump(1) << "\n";
