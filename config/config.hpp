@@ -66,6 +66,7 @@ struct Input {
   Decoder decoder = Decoder::Auto;
   int64_t max_frames = 0;                 // stop after this many frames; 0 = until the end
   double stall_timeout_s = 10;            // no frame for this long: a live source restarts, a file fails; 0 = off
+  double start_timeout_s = 20;            // from a (re)start to the first frame, the stall allowance; 0 = stall_timeout_s
   Reconnect reconnect;
 };
 

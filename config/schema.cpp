@@ -434,6 +434,9 @@ std::vector<Field> input_schema(Input& i, const std::string& prefix) {
       number<int64_t>(k("max_frames"), &i.max_frames, 0, INT64_MAX, "stop after this many frames classified (a live source's dropped frames do not count); 0 = no limit"),
       number(k("stall_timeout_s"), &i.stall_timeout_s, 0.0, 86400.0,
              "no frame for this long: a live source restarts, a file fails; 0 = never"),
+      number(k("start_timeout_s"), &i.start_timeout_s, 0.0, 86400.0,
+             "from a source's start or restart to its first frame, the wait before it counts as stalled (an RTSP "
+             "handshake, many streams starting at once); the longer of this and stall_timeout_s; 0 = stall_timeout_s"),
       number(k("reconnect.attempts"), &i.reconnect.attempts, 0, 1000000,
              "live source: restarts after a failure or stall before it gives up; 0 = no limit"),
       number(k("reconnect.delay_s"), &i.reconnect.delay_s, 0.0, 3600.0, "first wait before a restart (doubles each time)"),

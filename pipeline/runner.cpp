@@ -43,6 +43,8 @@ constexpr auto kStopGrace = 3s;
 constexpr int kOutputCredits = 8;
 // With nothing in flight, how long the loop waits for a first frame before it looks around (stop requests, progress).
 constexpr auto kIdleWait = 200ms;
+// Sources opened at once when the run starts.
+constexpr size_t kStartThreads = 16;
 
 // Where streams send their events (stream_down, stream_up): the post stage while it takes them, nowhere after. A
 // stream left behind at the end (a source that will not stop) may outlive the post stage; it holds this gate, not
@@ -385,7 +387,7 @@ class Runner::Impl final : public RunControl {
     for (const auto& l : lanes_) gpus.push_back(l->classifier->cuda_device());
     PerfReport perf(cfg_.logging.perf_interval_s, any_live, gpus);
     try {
-      for (auto& s : streams_) s->start();
+      start_streams();
       for (auto& l : lanes_) l->stats.ready = true;
       accepting_ = true;
       // One thread per engine takes its streams' batches; this one watches for the end, stops, and reports.
@@ -446,6 +448,31 @@ class Runner::Impl final : public RunControl {
     std::optional<Failure> failure;  // it failed, and its streams with it
     std::thread thread;
   };
+
+  // Every configured stream's source opened at once, a few at a time (each waits on its file, network or decoder:
+  // 150 cameras one after another took seconds). The first failure in the configuration's order is thrown, as if
+  // they had started in turn; the others started meanwhile are stopped with the run.
+  void start_streams() {
+    const size_t n = streams_.size();
+    std::vector<std::exception_ptr> errors(n);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers(std::min<size_t>(n, kStartThreads));
+    for (auto& w : workers) {
+      w = std::thread([&] {
+        for (size_t i; (i = next++) < n;) {
+          try {
+            streams_[i]->start();
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  }
 
   StreamEnvironment environment() {
     return {hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); },

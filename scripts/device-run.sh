@@ -26,7 +26,8 @@
 #              share in the summary; then bench_pipeline's live run with --gpus (VC_GPUS_LIVE streams, default 64)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
-# VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options.
+# VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options;
+# VC_LIVE_SECONDS (default 30) is how long the events and api stages' live runs last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/device}
@@ -175,12 +176,12 @@ if want pipeline; then
 fi
 if want events; then
   stage "events: 64 live streams, recording on every stream every few seconds"
-  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds 30 --events \
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds "${VC_LIVE_SECONDS:-30}" --events \
     --json "$out/bench_events.json" 2>&1 | tee "$out/bench_events.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want api; then
   stage "api: 64 live streams, a stream added and removed beside them over and over"
-  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds 30 --churn \
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds "${VC_LIVE_SECONDS:-30}" --churn \
     --json "$out/bench_api.json" 2>&1 | tee "$out/bench_api.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want gpus; then

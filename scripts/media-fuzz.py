@@ -106,8 +106,9 @@ def main() -> int:
         with open(case, "wb") as f:
             f.write(data)
         results = os.path.join(work, "results.jsonl")
-        command = [args.app, *shlex.split(args.model_args), "--input", case, "--output", "none", "--set",
-                   f"input.stall_timeout_s={STALL_S}", "--set", f"output.results={results}", "--log-level", "error"]
+        command = [args.app, *shlex.split(args.model_args), "--input", case, "--output", "none",
+                   "--set", f"input.stall_timeout_s={STALL_S}", "--set", "input.start_timeout_s=0",
+                   "--set", f"output.results={results}", "--log-level", "error"]
         started = time.monotonic()
         try:
             proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=STALL_S + 60)

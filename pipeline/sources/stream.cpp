@@ -186,12 +186,17 @@ GstSource::State Stream::run_source(Failure& why) {
       return state;
     }
     if (state == GstSource::State::Ended || stopping()) return GstSource::State::Ended;
-    // The watchdog: no frame from the source for stall_timeout_s (counted from the start until the first frame).
+    // The watchdog: no frame from the source for stall_timeout_s — until its first frame, for the start allowance
+    // (input.start_timeout_s, if longer: a slow handshake, or 150 streams starting at once, is not a stall).
     // A source waiting for room in its full queue is not stalled — the engine is slow (16 processes autotuning at
     // once did it): the time counts again from when the frame got in.
-    if (input_.stall_timeout_s > 0 && !waiting_for_room_ && seconds_since(progress_ns_) > input_.stall_timeout_s) {
+    const bool started = pass_frames_ > 0;
+    const double limit = started ? input_.stall_timeout_s : std::max(input_.stall_timeout_s, input_.start_timeout_s);
+    if (input_.stall_timeout_s > 0 && !waiting_for_room_ && seconds_since(progress_ns_) > limit) {
       why = {stats_.live ? ExitCode::kUnavailable : ExitCode::kData,
-             fmt::format("{}: no frame for {:.0f} s (stalled)", stats_.source, input_.stall_timeout_s)};
+             started ? fmt::format("{}: no frame for {:.0f} s (stalled)", stats_.source, limit)
+                     : fmt::format("{}: no first frame {:.0f} s after it started (stalled; input.start_timeout_s)",
+                                   stats_.source, limit)};
       return GstSource::State::Failed;
     }
   }

@@ -282,6 +282,22 @@ TEST_CASE("an http(s) clip is a file: it ends, every frame classified, none drop
   CHECK(downs >= 1);
 }
 
+TEST_CASE("a source's first frame has input.start_timeout_s, not the stall timeout; 0 leaves the stall timeout") {
+  // A UDP source nobody sends to: no first frame ever. Each of its two starts waits the start allowance (2 s) before it
+  // counts as stalled, not the 1 s stall timeout meant for a source whose frames stop.
+  const auto port = vc::test::free_port(26000);
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run_command(app("--input udp://127.0.0.1:" + port + " --output none --set input.stall_timeout_s=1 "
+                           "--set input.start_timeout_s=2 --set input.reconnect.attempts=1 --set input.reconnect.delay_s=0.1"));
+  CHECK(r.code == 69);
+  CHECK(r.output.find("no first frame 2 s after it started (stalled; input.start_timeout_s)") != std::string::npos);
+  CHECK(seconds_since(started) >= 4.0);
+  r = run_command(app("--input udp://127.0.0.1:" + port + " --output none --set input.stall_timeout_s=1 "
+                      "--set input.start_timeout_s=0 --set input.reconnect.attempts=1 --set input.reconnect.delay_s=0.1"));
+  CHECK(r.code == 69);
+  CHECK(r.output.find("no first frame 1 s after it started") != std::string::npos);
+}
+
 TEST_CASE("RTSP: a server that stops comes back — stream_down, reconnect with backoff, stream_up") {
   RtspServer server;
   const auto jsonl = path("reconnect.jsonl");
