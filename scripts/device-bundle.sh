@@ -31,6 +31,13 @@ while IFS=$'\t' read -r name file what; do
     --input ".device/zoo/$file" --output none --set output.results=".device/zoo/$name.cpu.jsonl" ||
     { echo "device-bundle: the CPU run of $file failed" >&2; exit 1; }
 done <.device/zoo/manifest.tsv
+# The fine-tuning set's items (device-run.sh's finetune stage renders them there): 5,000 training and 1,000 validation
+# items of Fashion-MNIST's training split, 2.6 MB, where Debian's dataset-fashion-mnist is installed.
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  "$(scripts/tools-env.sh)" tools/render_fashion_set.py --subset .device/finetune/items.npz --per-class 500 --val-per-class 100
+else
+  echo "device bundle: no fine-tuning items (apt-get install dataset-fashion-mnist for the finetune stage)" >&2
+fi
 # The whole tree travels to the device (64 MiB): ship the bundle xz-compressed; device-run.sh unpacks it in /tmp.
 tar -C . -cJf .device.tar.xz .device
 echo "device bundle: $(du -sh .device | cut -f1), compressed $(du -sh .device.tar.xz | cut -f1) (.device.tar.xz)"

@@ -24,6 +24,9 @@
 #   gpus       inference.gpus on the GPUs there (VC_GPUS, default "0,0": two engines on one GPU when there is only one): 4
 #              NVDEC streams spread over the engines, the same top-1 on every frame as one engine, each engine's
 #              share in the summary; then bench_pipeline's live run with --gpus (VC_GPUS_LIVE streams, default 64)
+#   finetune   tools/train.py on CUDA: the bundled model fine-tuned on 5,000 Fashion-MNIST training items rendered onto
+#              varied backgrounds (tools/render_fashion_set.py, from the items device-bundle.sh picked), then the app's
+#              top-1 (cuDNN) on the 1,000 validation images beside PyTorch's (tools/compare_predictions.py, >= 99.9 %)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options;
@@ -207,6 +210,26 @@ if want gpus; then
     { echo "several engines and one disagree"; status=1; }
   bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_GPUS_LIVE:-64}" --live-seconds 20 \
     --gpus "${VC_GPUS:-0,0}" --json "$out/bench_gpus.json" 2>&1 | tee "$out/bench_gpus.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want finetune; then
+  stage "fine-tune: the bundled ResNet-18 on Fashion-MNIST training items on varied backgrounds, PyTorch on CUDA"
+  set=/tmp/vc-fashion-set
+  if [ ! -f "$bundle/finetune/items.npz" ]; then
+    echo "finetune: $bundle/finetune/items.npz is missing (device-bundle.sh makes it where dataset-fashion-mnist is installed)"
+    status=1
+  else
+    rm -rf $set
+    python3 tools/render_fashion_set.py --from-subset "$bundle/finetune/items.npz" --out $set | tee "$out/finetune.txt"
+    PYTHONUNBUFFERED=1 python3 tools/train.py --data $set --out /tmp/vc-fashion.safetensors --device cuda \
+      --epochs "${VC_FINETUNE_EPOCHS:-8}" --batch 64 --workers 12 --predictions /tmp/vc-fashion-pytorch.jsonl 2>&1 |
+      tee -a "$out/finetune.txt" || status=1
+    inputs=()
+    for d in $set/val/*/; do inputs+=(--input "$d"); done
+    video-classifier --model /tmp/vc-fashion.safetensors "${inputs[@]}" --set inference.device=cuda --output none \
+      --set output.results=/tmp/vc-fashion-app.jsonl --log-level warn >>"$out/finetune.txt" 2>&1 || status=1
+    python3 tools/compare_predictions.py --results /tmp/vc-fashion-app.jsonl --predictions /tmp/vc-fashion-pytorch.jsonl \
+      --min 99.9 | tee -a "$out/finetune.txt" || status=1
+  fi
 fi
 if want sanitizer; then
   stage "compute-sanitizer (memcheck, racecheck) over the GPU tests"

@@ -158,6 +158,21 @@ def evaluate(model, loader, device, classes):
     return (np.trace(confusion) / total if total else 0.0), confusion
 
 
+def write_predictions(model, state, dataset, device, labels, path):
+    """The top-1 of the weights as written (FP16 body, FP32 first and last layers), in FP32, per validation image."""
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    model.eval()
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64)
+    predicted = []
+    with torch.no_grad():
+        for x, _ in loader:
+            predicted += model(x.to(device)).argmax(1).cpu().tolist()
+    with open(path, "w", encoding="utf-8") as f:
+        for (image, _), p in zip(dataset.items, predicted):
+            f.write(json.dumps({"image": os.path.abspath(image), "label": labels[p]}, ensure_ascii=False) + "\n")
+    print(f"wrote {path}: the top-1 of {len(predicted)} validation images")
+
+
 def progress(epoch, epochs, done, total, loss, started, tty):
     if not tty:
         return
@@ -188,6 +203,8 @@ def main():
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--predictions", help="write each validation image's top-1 by the written weights here (JSON "
+                        "lines: image, label), to compare with the app's on the same images")
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
@@ -290,6 +307,8 @@ def main():
             "val_accuracy": f"{accuracy:.4f}"}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     safetensors_torch.save_file(state, args.out, metadata=meta)
+    if args.predictions:
+        write_predictions(model, state, val_set, device, labels, args.predictions)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(args.out, 0o666 & ~umask)

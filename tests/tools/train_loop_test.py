@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+AGREEMENT = 99.0  # percent of the validation images on which the app and PyTorch give the same top-1
 THRESHOLD = 95.0  # % of the held-out video's frames (fixed here, never tuned per run)
 # label -> videotestsrc settings: a moving ball, moving snow, a scrolling colour bar pattern.
 SOURCES = {"ball": "pattern=ball motion=wavy", "snow": "pattern=snow", "bars": "pattern=smpte horizontal-speed=4"}
@@ -66,10 +67,20 @@ def main():
 
     # 2. Train: the bundled ResNet-18, 64x64 stretched, a few epochs on 2 cores.
     model = work / "patterns.safetensors"
+    predictions = work / "pytorch-val.jsonl"
     out = sh(f"'{sys.executable}' '{ROOT / 'tools' / 'train.py'}' --data '{dataset}' --out '{model}' --input-size 64 "
-             f"--resize stretch --epochs 6 --batch 16 --lr 2e-3 --min-per-class 30 --workers 2 --device cpu",
-             "train.py", timeout=900)
+             f"--resize stretch --epochs 6 --batch 16 --lr 2e-3 --min-per-class 30 --workers 2 --device cpu "
+             f"--predictions '{predictions}'", "train.py", timeout=900)
     print(out.strip().splitlines()[-1])
+
+    # 2b. Train and inference prepare frames alike: the app's top-1 on the validation images (GStreamer's JPEG decoder,
+    #     the app's preprocessing, the CPU engine) is PyTorch's (PIL, train.py's preprocessing) on nearly every one.
+    val_results = work / "app-val.jsonl"
+    folders = " ".join(f"--input '{dataset / 'val' / label}'" for label in SOURCES)
+    sh(f"'{app}' --model '{model}' {folders} --output none --set output.results='{val_results}' "
+       f"--set inference.device=cpu --log-level warn", "the app on the validation images")
+    print(sh(f"'{sys.executable}' '{ROOT / 'tools' / 'compare_predictions.py'}' --results '{val_results}' "
+             f"--predictions '{predictions}' --min {AGREEMENT}", "compare_predictions.py").strip().splitlines()[0])
 
     # 3. A held-out video switching between the sources, 2 s each, twice round: frames the capture never saw (each
     #    source run on past the 12 s captured, to 14-18 s), one segment after another as raw frames, then encoded once.
