@@ -65,6 +65,7 @@ struct StreamStats {
   std::atomic<int64_t> queue_dropped{0};  // stale frames dropped before inference (live sources)
   std::atomic<int64_t> output_dropped{0}; // labelled frames the video output could not keep up with (live)
   std::atomic<int64_t> reconnects{0};     // source restarts after a failure or stall
+  std::atomic<int64_t> loops{0};          // a looping file's passes after the first
   std::atomic<int64_t> non_finite{0};     // frames whose logits held NaN/Inf
   std::atomic<int64_t> failed_items{0};   // images that could not be decoded
   std::atomic<int64_t> damaged_frames{0}; // frames decoded from damaged data (flagged "damaged" in the results)

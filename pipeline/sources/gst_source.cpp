@@ -444,8 +444,12 @@ bool GstSource::take_damaged(GstClockTime pts) {
 }
 
 GstFlowReturn GstSource::on_sample(GstElement* sink) {
-  GstSample* raw = gst_app_sink_pull_sample(GST_APP_SINK(sink));
-  if (!raw) return GST_FLOW_EOS;
+  GstSample* pulled = gst_app_sink_pull_sample(GST_APP_SINK(sink));
+  if (!pulled) return GST_FLOW_EOS;
+  // A sample of our own for the same buffer and caps: appsink reuses its sample object, and sets new caps on it after
+  // a flush (a looping file's seek) — which it must not while a frame in flight still holds it.
+  GstSample* raw = gst_sample_new(gst_sample_get_buffer(pulled), gst_sample_get_caps(pulled), nullptr, nullptr);
+  gst_sample_unref(pulled);
   auto m = std::make_shared<MappedSample>();
   m->sample.reset(raw);
   GstVideoInfo info;
@@ -558,6 +562,21 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
     }
   }
   return State::Running;
+}
+
+bool GstSource::rewind() {
+  // No frame flows after the end of stream, so the counts of the pass are reset before the next begins.
+  decoder_in_ = 0;
+  decoder_out_ = 0;  // (the first picture after the seek is DISCONT, as any first picture: not damage)
+  decoder_damaged_ = 0;
+  next_damaged_ = false;
+  warnings_ = 0;
+  {
+    std::lock_guard lock(mutex_);
+    damaged_pts_.clear();
+  }
+  return gst_element_seek_simple(pipeline_.get(), GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT),
+                                 0);
 }
 
 std::string GstSource::decoder() const {

@@ -82,6 +82,10 @@ class GstSource {
   [[nodiscard]] bool duration_known();
   // Warnings the pipeline posted (decoding errors in a damaged file come as warnings).
   [[nodiscard]] int64_t warnings() const { return warnings_; }
+  // A file at its end (poll() said Ended) plays again from its start in the same pipeline — demuxer, decoder and its
+  // CUDA context stay: a looping file behaves as a camera would, with no decoder torn down and made again. The
+  // counts above start again for the new pass. False when the file cannot seek (then open it again).
+  bool rewind();
 
   // What the decoder made of the stream so far: the pictures it was given and gave back, whether those two must match
   // (one picture per access unit: H.264, H.265, MPEG-2, MPEG-4 Part 2, JPEG, progressive), and the pictures it

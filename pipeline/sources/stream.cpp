@@ -302,8 +302,13 @@ void Stream::supervise_source() {
         vc::log::get("pipeline")->warn("stream {}: {} (accepted: input.on_damage is warn)", input_.name, *damage);
       }
       if (!input_.loop) return finish_with(std::nullopt);
-      source_.reset();
-      source_ = open();
+      pass_frames_ = 0;
+      last_pts_ = -1;
+      ++stats_.loops;
+      if (!source_->rewind()) {  // (a file that cannot seek: opened again)
+        source_.reset();
+        source_ = open();
+      }
       continue;
     }
     // A live source failed, ended or stalled: restart it, with backoff.
