@@ -283,27 +283,15 @@ Field gpu_list(std::string path, std::vector<int>* field, bool* all, std::string
     return n;
   };
   f.set = [field, all, p = f.path](const YAML::Node& node, const SetContext& ctx) {
-    if (node.IsNull()) {
-      field->clear();
-      *all = false;
-      return;
-    }
-    if (node.IsScalar() && node.Scalar() == "all") {
-      field->clear();
-      *all = true;
-      return;
-    }
-    if (!node.IsSequence()) {
-      reject(ctx.at, p, fmt::format("expected a list of GPU numbers such as [0, 1], or all; got {}", describe(node)));
-    }
-    std::vector<int> value;
+    *all = node.IsScalar() && node.Scalar() == "all";
+    field->clear();
+    if (node.IsNull() || *all) return;
+    if (!node.IsSequence()) reject(ctx.at, p, fmt::format("expected a list of GPU numbers such as [0, 1], or all; got {}", describe(node)));
     for (size_t i = 0; i < node.size(); ++i) {
       const auto at = fmt::format("{}[{}]", p, i);
-      value.push_back(scalar_as<int>(node[i], where(ctx.origin, node[i], true), at, "a GPU number"));
-      if (value.back() < 0 || value.back() > 63) reject(ctx.at, at, fmt::format("{} is out of range [0, 63]", value.back()));
+      field->push_back(scalar_as<int>(node[i], where(ctx.origin, node[i], true), at, "a GPU number"));
+      if (field->back() < 0 || field->back() > 63) reject(ctx.at, at, fmt::format("{} is out of range [0, 63]", field->back()));
     }
-    *field = std::move(value);
-    *all = false;
   };
   return f;
 }

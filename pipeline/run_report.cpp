@@ -135,6 +135,17 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
   return r;
 }
 
+void total_latency(RunSummary& summary) {
+  std::vector<double> p50s;
+  for (const auto& row : summary.streams) {
+    summary.latency_p99_ms = std::max(summary.latency_p99_ms, row.latency_p99_ms);
+    p50s.push_back(row.latency_p50_ms);
+  }
+  if (p50s.empty()) return;
+  std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
+  summary.latency_p50_ms = p50s[p50s.size() / 2];
+}
+
 std::string format_summary(const RunSummary& s) {
   std::string out = fmt::format("{:<12} {:>8} {:>7} {:>8} {:>9} {:>9} {:>9}  {}\n", "stream", "frames", "dropped", "fps",
                                 "lat mean", "lat p50", "lat p99", "status");

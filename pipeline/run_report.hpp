@@ -56,6 +56,9 @@ struct RunSummary {
   std::vector<std::string> abandoned;
 };
 
+// The run's latency from its rows: p99 the worst stream's, p50 the median of the streams' p50.
+void total_latency(RunSummary& summary);
+
 // The end-of-run table: one line per stream, then the totals.
 std::string format_summary(const RunSummary& summary);
 

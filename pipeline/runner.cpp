@@ -5,20 +5,18 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <exception>
-#include <optional>
-#include <thread>
-#include <utility>
 #include <filesystem>
-#include <map>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "config/logging.hpp"
 #include "inference/classifier.hpp"
 #include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/engine_lane.hpp"
+#include "pipeline/event_gate.hpp"
 #include "pipeline/outputs/collector.hpp"
 #include "pipeline/outputs/output_paths.hpp"
 #include "pipeline/outputs/output_stage.hpp"
@@ -28,6 +26,7 @@
 #include "pipeline/results/results.hpp"
 #include "pipeline/run_report.hpp"
 #include "pipeline/snapshots.hpp"
+#include "pipeline/stream_placer.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/stream.hpp"
 
@@ -45,75 +44,6 @@ constexpr int kOutputCredits = 8;
 constexpr auto kIdleWait = 200ms;
 // Sources opened at once when the run starts.
 constexpr size_t kStartThreads = 16;
-
-// Where streams send their events (stream_down, stream_up): the post stage while it takes them, nowhere after. A
-// stream left behind at the end (a source that will not stop) may outlive the post stage; it holds this gate, not
-// the stage. A stream added while the run goes on is admitted once the post stage knows it: what it says before
-// waits here (a few events at most: it has only just started).
-class EventGate {
- public:
-  explicit EventGate(size_t capacity) : admitted_(capacity, 1) {}
-  void open(PostStage* post) {
-    std::lock_guard lock(mutex_);
-    post_ = post;
-  }
-  void submit(StreamEvent e) {
-    std::lock_guard lock(mutex_);
-    if (!post_) return;
-    if (const auto s = size_t(e.stream); s < admitted_.size() && !admitted_[s]) {
-      if (auto& p = pending_[s]; p.size() < 64) p.push_back(std::move(e));
-      return;
-    }
-    post_->submit(std::move(e));
-  }
-  // `stream`'s events wait until admit() (or are forgotten by forget(): it never started).
-  void hold(int stream) {
-    std::lock_guard lock(mutex_);
-    admitted_.at(size_t(stream)) = 0;
-  }
-  void admit(int stream) {
-    std::lock_guard lock(mutex_);
-    admitted_.at(size_t(stream)) = 1;
-    auto pending = std::move(pending_[size_t(stream)]);
-    pending_.erase(size_t(stream));
-    if (post_) {
-      for (auto& e : pending) post_->submit(std::move(e));
-    }
-  }
-  void forget(int stream) {
-    std::lock_guard lock(mutex_);
-    pending_.erase(size_t(stream));
-  }
-  void close() {
-    std::lock_guard lock(mutex_);
-    post_ = nullptr;
-  }
-
- private:
-  std::mutex mutex_;
-  PostStage* post_ = nullptr;
-  std::vector<char> admitted_;
-  std::map<size_t, std::vector<StreamEvent>> pending_;
-};
-
-// Places each stream on an engine once its format is known (batching/gpu_assignment.hpp), and tells the batcher.
-// Held jointly with the streams, as the event gate is.
-class StreamPlacer {
- public:
-  StreamPlacer(std::shared_ptr<FrameHub> hub, std::vector<int> devices, std::vector<std::shared_ptr<GstContext>> contexts)
-      : hub_(std::move(hub)), assignment_(std::move(devices)), contexts_(std::move(contexts)) {}
-  Placement place(int stream, const DecodeLoad& load) {
-    const auto p = assignment_.place(stream, load);
-    hub_->set_lane(stream, p.lane);  // before its first frame: it is queued for that engine
-    return {p.lane, p.device, contexts_[size_t(p.lane)]};
-  }
-  GpuAssignment& assignment() { return assignment_; }
-
- private:
-  std::shared_ptr<FrameHub> hub_;
-  GpuAssignment assignment_;
-  std::vector<std::shared_ptr<GstContext>> contexts_;  // per engine (null: its frames go through host memory)
-};
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -137,13 +67,8 @@ class Runner::Impl final : public RunControl {
     }
     refuse_overwriting_inputs(cfg_);
     if (engines.empty()) engines = inference::Classifier::create_all(cfg_);
-    for (auto& e : engines) {
-      auto lane = std::make_unique<Lane>();
-      lane->index = int(lanes_.size());
-      lane->classifier = std::move(e);
-      lanes_.push_back(std::move(lane));
-    }
-    classifier_ = lanes_.front()->classifier.get();
+    engines_ = std::move(engines);  // (lanes are made with the post stage, below)
+    classifier_ = engines_.front().get();
     effective_ = cfg_;
     try {  // what /config shows: the model file's card merged in, as the run has it
       const auto model = inference::model_settings(cfg_);
@@ -158,8 +83,8 @@ class Runner::Impl final : public RunControl {
     const bool draw = cfg_.output.kind != config::OutputKind::None;
     std::vector<int> devices;
     std::vector<std::shared_ptr<GstContext>> contexts;
-    for (auto& lane : lanes_) {
-      const int device = lane->classifier->cuda_device();
+    for (auto& engine : engines_) {
+      const int device = engine->cuda_device();
       devices.push_back(device);
       std::shared_ptr<GstContext> context;
       for (size_t i = 0; i < contexts.size(); ++i) {  // two engines on one GPU share its context
@@ -177,16 +102,13 @@ class Runner::Impl final : public RunControl {
     }
     std::vector<QueuePolicy> policies;
     for (const auto& in : cfg_.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
-    hub_ = std::make_shared<FrameHub>(policies, lanes_.size());
+    hub_ = std::make_shared<FrameHub>(policies, engines_.size());
     placer_ = std::make_shared<StreamPlacer>(hub_, devices, std::move(contexts));
-    if (lanes_.size() > 1) {
+    if (engines_.size() > 1) {
       std::string which;
-      for (const auto& lane : lanes_) {
-        const int d = lane->classifier->cuda_device();
-        which += fmt::format("{}{}", which.empty() ? "" : ", ", d >= 0 ? fmt::format("GPU {}", d) : "CPU");
-      }
+      for (const int d : devices) which += fmt::format("{}{}", which.empty() ? "" : ", ", d >= 0 ? fmt::format("GPU {}", d) : "CPU");
       log_->info("{} engines ({}): each stream is decoded and classified on the one with the least decoding to do "
-                 "when it starts", lanes_.size(), which);
+                 "when it starts", engines_.size(), which);
     }
     hub_->keep_open(cfg_.api.enabled);  // a service runs on with no stream, until it is stopped
     std::vector<StreamStats*> stats;
@@ -225,6 +147,11 @@ class Runner::Impl final : public RunControl {
                      snapshots_->wanted());
     }
     post_->set_event_tap([this](const StreamEvent& e) { recent_.add(e); });
+    const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
+    for (auto& engine : engines_) {
+      lanes_.push_back(std::make_unique<EngineLane>(int(lanes_.size()), std::move(engine), hub_, *post_, fill));
+    }
+    engines_.clear();
     if (!cfg_.output.collect_dir.empty()) {
       collector_ = std::make_unique<Collector>(cfg_.output, capacity_);
       post_->set_collector(collector_.get());
@@ -237,13 +164,13 @@ class Runner::Impl final : public RunControl {
     std::lock_guard lock(streams_mutex_);
     return shared_stats_;
   }
-  const EngineStats& engine() const override { return lanes_.front()->stats; }
+  const EngineStats& engine() const override { return lanes_.front()->stats(); }
   std::vector<EngineInfo> engines() const override {
     std::vector<EngineInfo> out;
     for (const auto& l : lanes_) {
-      std::lock_guard lock(l->failure_mutex);
-      out.push_back({l->index, l->classifier->cuda_device(), l->classifier->engine_name(), &l->stats,
-                     l->failure ? l->failure->message : ""});
+      const auto failure = l->failure();
+      out.push_back({l->index(), l->classifier().cuda_device(), l->classifier().engine_name(), &l->stats(),
+                     failure ? failure->message : ""});
     }
     return out;
   }
@@ -384,14 +311,14 @@ class Runner::Impl final : public RunControl {
     for (auto& s : streams_) (s->live() ? any_live : any_file) = true;
     Progress progress(any_file, cfg_.logging.progress_interval_s);
     std::vector<int> gpus;
-    for (const auto& l : lanes_) gpus.push_back(l->classifier->cuda_device());
+    for (const auto& l : lanes_) gpus.push_back(l->classifier().cuda_device());
     PerfReport perf(cfg_.logging.perf_interval_s, any_live, gpus);
     try {
-      start_streams();
-      for (auto& l : lanes_) l->stats.ready = true;
+      start_all(streams_, kStartThreads);
+      for (auto& l : lanes_) l->stats().ready = true;
       accepting_ = true;
       // One thread per engine takes its streams' batches; this one watches for the end, stops, and reports.
-      for (auto& l : lanes_) l->thread = std::thread([this, lane = l.get()] { drive(*lane); });
+      for (auto& l : lanes_) l->start(hooks());
       for (;;) {
         if (!*stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop() || engine_failed_)) {
           *stopping_ = true;
@@ -431,49 +358,6 @@ class Runner::Impl final : public RunControl {
   }
 
  private:
-  struct InFlight {
-    std::vector<Frame> frames;
-    std::vector<int> finished;
-    Clock::time_point submitted;
-  };
-  // One engine (one per inference.gpus entry) and what its thread keeps.
-  struct Lane {
-    int index = 0;
-    std::unique_ptr<inference::Classifier> classifier;
-    EngineStats stats;
-    std::deque<InFlight> in_flight;
-    std::vector<float> logits;
-    std::vector<inference::FrameView> views;
-    mutable std::mutex failure_mutex;
-    std::optional<Failure> failure;  // it failed, and its streams with it
-    std::thread thread;
-  };
-
-  // Every configured stream's source opened at once, a few at a time (each waits on its file, network or decoder:
-  // 150 cameras one after another took seconds). The first failure in the configuration's order is thrown, as if
-  // they had started in turn; the others started meanwhile are stopped with the run.
-  void start_streams() {
-    const size_t n = streams_.size();
-    std::vector<std::exception_ptr> errors(n);
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers(std::min<size_t>(n, kStartThreads));
-    for (auto& w : workers) {
-      w = std::thread([&] {
-        for (size_t i; (i = next++) < n;) {
-          try {
-            streams_[i]->start();
-          } catch (...) {
-            errors[i] = std::current_exception();
-          }
-        }
-      });
-    }
-    for (auto& w : workers) w.join();
-    for (const auto& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-  }
-
   StreamEnvironment environment() {
     return {hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); },
             [placer = placer_](int stream, const DecodeLoad& load) { return placer->place(stream, load); }, stopping_,
@@ -507,71 +391,24 @@ class Runner::Impl final : public RunControl {
     throw RequestError(503, fmt::format("the run has room for {} streams at once (api.max_streams)", capacity_));
   }
 
-  // An engine's thread: its streams' frames -> batches -> logits -> the post stage, two batches in flight. Ends when
-  // every stream of the run has ended and been drained.
-  void drive(Lane& lane) {
-    try {
-      const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
-      const size_t max_batch = size_t(lane.classifier->max_batch());
-      for (;;) {
-        // While batches run, only what is already waiting is taken: with nothing new, the batches in flight are
-        // delivered at once rather than held until the next frame (a quiet camera, an outage).
-        auto frames = hub_->pop_batch(max_batch, fill, lane.in_flight.empty() ? kIdleWait : 0ms, lane.index);
-        auto drained = take_drained(lane);
-        if (frames.empty()) {
-          if (!lane.in_flight.empty()) {
-            auto& f = lane.in_flight.back().finished;  // their stream_end follows their last results
-            f.insert(f.end(), drained.streams.begin(), drained.streams.end());
-            deliver(lane);
-            continue;
-          }
-          if (!drained.streams.empty()) post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::move(drained.streams)});
-          if (drained.all_done) break;
-          continue;
-        }
-        lane.views.clear();
-        for (const auto& f : frames) lane.views.push_back(f.view);
-        const auto submitted = Clock::now();  // before submit(): the CPU engine does its work inside it
-        lane.in_flight.push_back({std::move(frames), std::move(drained.streams), submitted});
-        lane.classifier->submit(lane.views);
-        while (!lane.in_flight.empty() &&
-               (int(lane.in_flight.size()) >= lane.classifier->max_in_flight() || lane.classifier->ready())) {
-          deliver(lane);
-        }
-      }
-      while (!lane.in_flight.empty()) deliver(lane);
-    } catch (...) {
-      engine_failed(lane, std::current_exception());
-    }
-    std::lock_guard lock(lanes_mutex_);
-    ++lanes_done_;
-    lanes_cv_.notify_all();
+  EngineLane::Hooks hooks() {
+    return {[this](int stream) { placer_->assignment().release(stream); },  // its decoding load is gone
+            [this](EngineLane& lane, std::exception_ptr error) { return engine_failed(lane, error); },
+            [this] {
+              std::lock_guard lock(lanes_mutex_);
+              ++lanes_done_;
+              lanes_cv_.notify_all();
+            }};
   }
 
-  FrameHub::Drained take_drained(const Lane& lane) {
-    auto drained = hub_->take_drained(lane.index);
-    for (int s : drained.streams) placer_->assignment().release(s);  // its decoding load is gone
-    return drained;
-  }
-
-  void deliver(Lane& lane) {
-    InFlight b = std::move(lane.in_flight.front());
-    lane.in_flight.pop_front();
-    lane.classifier->collect(lane.logits);
-    const auto collected = Clock::now();
-    lane.stats.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
-    post_->submit(ClassifiedBatch{std::move(b.frames), lane.logits, collected, std::move(b.finished)});
-  }
-
-  // An engine failed (a GPU fault, out of memory). The only engine: the run ends with its error. One of several: its
-  // streams fail with its error and the others go on; what it still gets is thrown away (credits given back), and its
-  // streams' ends still go out.
-  void engine_failed(Lane& lane, std::exception_ptr error) {
+  // An engine failed (a GPU fault, out of memory). The only engine: the run ends with its error (false). One of
+  // several: its streams fail with its error, it takes no new one, and the others go on (true).
+  bool engine_failed(EngineLane& lane, std::exception_ptr error) {
     if (lanes_.size() == 1) {
       std::lock_guard lock(lanes_mutex_);
       engine_error_ = error;
       engine_failed_ = true;
-      return;
+      return false;
     }
     Failure why{ExitCode::kInternal, "unknown error"};
     try {
@@ -581,45 +418,21 @@ class Runner::Impl final : public RunControl {
     } catch (const std::exception& e) {
       why.message = e.what();
     }
-    const int gpu = lane.classifier->cuda_device();
-    why.message = fmt::format("engine {}{} failed: {}", lane.index, gpu >= 0 ? fmt::format(" (GPU {})", gpu) : "", why.message);
+    const int gpu = lane.classifier().cuda_device();
+    why.message = fmt::format("engine {}{} failed: {}", lane.index(), gpu >= 0 ? fmt::format(" (GPU {})", gpu) : "", why.message);
     log_->error("{}; its streams end with it, the other engines go on", why.message);
-    {
-      std::lock_guard lock(lane.failure_mutex);
-      lane.failure = why;
+    lane.set_failure(why);
+    placer_->assignment().retire(lane.index());  // no stream is placed on it any more
+    std::lock_guard lock(streams_mutex_);
+    for (size_t i = 0; i < owner_.size(); ++i) {
+      const auto placed = placer_->assignment().placed(int(i));
+      if (owner_[i] && placed && placed->lane == lane.index()) owner_[i]->abort(why);
     }
-    placer_->assignment().retire(lane.index);  // no stream is placed on it any more
-    {
-      std::lock_guard lock(streams_mutex_);
-      for (size_t i = 0; i < owner_.size(); ++i) {
-        const auto placed = placer_->assignment().placed(int(i));
-        if (owner_[i] && placed && placed->lane == lane.index) owner_[i]->abort(why);
-      }
-    }
-    try {
-      std::vector<int> finished;
-      for (auto& b : lane.in_flight) {
-        for (const auto& f : b.frames) hub_->give_back(f.stream);
-        finished.insert(finished.end(), b.finished.begin(), b.finished.end());
-      }
-      lane.in_flight.clear();
-      for (;;) {
-        auto frames = hub_->pop_batch(size_t(lane.classifier->max_batch()), 0us, kIdleWait, lane.index);
-        for (const auto& f : frames) hub_->give_back(f.stream);
-        auto drained = take_drained(lane);
-        finished.insert(finished.end(), drained.streams.begin(), drained.streams.end());
-        if (!finished.empty()) post_->submit(ClassifiedBatch{{}, {}, Clock::now(), std::exchange(finished, {})});
-        if (drained.all_done) break;
-      }
-    } catch (const std::exception& e) {
-      log_->error("engine {}: while ending its streams: {}", lane.index, e.what());
-    }
+    return true;
   }
 
   void join_lanes() {
-    for (auto& l : lanes_) {
-      if (l->thread.joinable()) l->thread.join();
-    }
+    for (auto& l : lanes_) l->join();
   }
 
   void shut_down(RunSummary& summary) {
@@ -671,23 +484,11 @@ class Runner::Impl final : public RunControl {
       for (const auto& row : summary.streams) e.streams += row.engine == info.engine && row.frames > 0 ? 1 : 0;
       summary.engines.push_back(std::move(e));
     }
-    // The run's overall percentiles, from every frame of every stream.
-    std::vector<double> p50s;
-    for (auto& s : streams_) {
-      if (s) summary.latency_p99_ms = std::max(summary.latency_p99_ms, s->stats().latency.percentile_ms(0.99));
-      if (s) p50s.push_back(s->stats().latency.percentile_ms(0.5));
-    }
-    if (!p50s.empty()) {
-      std::nth_element(p50s.begin(), p50s.begin() + long(p50s.size() / 2), p50s.end());
-      summary.latency_p50_ms = p50s[p50s.size() / 2];
-    }
+    total_latency(summary);
     // Exit status: lost results or video first (they lose data the user asked for), then a failed engine, then failed
     // streams.
     std::vector<std::optional<Failure>> failures{post_->failure(), outputs_->failure()};
-    for (const auto& l : lanes_) {
-      std::lock_guard lock(l->failure_mutex);
-      failures.push_back(l->failure);
-    }
+    for (const auto& l : lanes_) failures.push_back(l->failure());
     for (const auto& f : failures) {
       if (!f) continue;
       summary.problems.push_back(f->message);
@@ -741,7 +542,7 @@ class Runner::Impl final : public RunControl {
   const config::Config cfg_;
   config::Config effective_;  // cfg_ with the model card's values (what /config shows)
   std::shared_ptr<spdlog::logger> log_ = vc::log::get("pipeline");
-  std::vector<std::unique_ptr<Lane>> lanes_;  // the engines
+  std::vector<std::unique_ptr<inference::Classifier>> engines_;  // until their lanes are made
   inference::Classifier* classifier_ = nullptr;  // the first engine: labels, batch size, names
   const size_t capacity_;  // the most streams at once: the configured ones, or api.max_streams when streams may be added
   // What the streams hold jointly with the run (a stream left behind may outlive the run: stream.hpp).
@@ -767,6 +568,7 @@ class Runner::Impl final : public RunControl {
   std::unique_ptr<Collector> collector_;     // (output.collect.dir)
   RecentEvents recent_;
   std::unique_ptr<PostStage> post_;
+  std::vector<std::unique_ptr<EngineLane>> lanes_;  // after post_: their threads use it
   std::mutex lanes_mutex_;
   std::condition_variable lanes_cv_;
   size_t lanes_done_ = 0;              // engines whose threads have finished

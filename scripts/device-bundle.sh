@@ -34,7 +34,7 @@ done <.device/zoo/manifest.tsv
 # The fine-tuning set's items (device-run.sh's finetune stage renders them there): 5,000 training and 1,000 validation
 # items of Fashion-MNIST's training split, 2.6 MB, where Debian's dataset-fashion-mnist is installed.
 if [ -d /usr/share/datasets/fashion-mnist ]; then
-  "$(scripts/tools-env.sh)" tools/render_fashion_set.py --subset .device/finetune/items.npz --per-class 500 --val-per-class 100
+  "$(scripts/tools-env.sh)" tools/fashion/render_fashion_set.py --subset .device/finetune/items.npz --per-class 500 --val-per-class 100
 else
   echo "device bundle: no fine-tuning items (apt-get install dataset-fashion-mnist for the finetune stage)" >&2
 fi

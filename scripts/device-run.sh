@@ -25,7 +25,7 @@
 #              NVDEC streams spread over the engines, the same top-1 on every frame as one engine, each engine's
 #              share in the summary; then bench_pipeline's live run with --gpus (VC_GPUS_LIVE streams, default 64)
 #   finetune   tools/train.py on CUDA: the bundled model fine-tuned on 5,000 Fashion-MNIST training items rendered onto
-#              varied backgrounds (tools/render_fashion_set.py, from the items device-bundle.sh picked), then the app's
+#              varied backgrounds (tools/fashion/render_fashion_set.py, from the items device-bundle.sh picked), then the app's
 #              top-1 (cuDNN) on the 1,000 validation images beside PyTorch's (tools/compare_predictions.py, >= 99.9 %)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
@@ -219,7 +219,7 @@ if want finetune; then
     status=1
   else
     rm -rf $set
-    python3 tools/render_fashion_set.py --from-subset "$bundle/finetune/items.npz" --out $set | tee "$out/finetune.txt"
+    python3 tools/fashion/render_fashion_set.py --from-subset "$bundle/finetune/items.npz" --out $set | tee "$out/finetune.txt"
     PYTHONUNBUFFERED=1 python3 tools/train.py --data $set --out /tmp/vc-fashion.safetensors --device cuda \
       --epochs "${VC_FINETUNE_EPOCHS:-8}" --batch 64 --workers 12 --predictions /tmp/vc-fashion-pytorch.jsonl 2>&1 |
       tee -a "$out/finetune.txt" || status=1

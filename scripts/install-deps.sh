@@ -3,7 +3,7 @@
 # (xvfb, mosquitto, curl and chromium are for the tests: a virtual display, a real MQTT broker, an HTTP client, a
 #  headless browser for the web page (fonts-dejavu-core: its text); clang-14 and libclang-rt-14-dev build the
 #  libFuzzer targets that CI runs, scripts/ci-fuzz.sh; dataset-fashion-mnist is what tools/train_default_model.py,
-#  make_sample_video.py and the device bundle's fine-tuning set are made from.)
+#  tools/fashion/make_sample_video.py and the device bundle's fine-tuning set are made from.)
 # The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
 set -euo pipefail
 packages=(

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 import torchvision
 from safetensors.torch import save_file
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fashion"))
 import fashion_mnist  # noqa: E402
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)  # the app's default model.mean / model.std

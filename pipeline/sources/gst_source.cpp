@@ -565,18 +565,14 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
 }
 
 bool GstSource::rewind() {
-  // No frame flows after the end of stream, so the counts of the pass are reset before the next begins.
-  decoder_in_ = 0;
-  decoder_out_ = 0;  // (the first picture after the seek is DISCONT, as any first picture: not damage)
-  decoder_damaged_ = 0;
+  // No frame flows after the end of stream: the pass's counts start again (the first picture after the seek is
+  // DISCONT, as any first picture: not damage).
+  decoder_in_ = decoder_out_ = decoder_damaged_ = warnings_ = 0;
   next_damaged_ = false;
-  warnings_ = 0;
-  {
-    std::lock_guard lock(mutex_);
-    damaged_pts_.clear();
-  }
-  return gst_element_seek_simple(pipeline_.get(), GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT),
-                                 0);
+  std::unique_lock lock(mutex_);
+  damaged_pts_.clear();
+  lock.unlock();
+  return gst_element_seek_simple(pipeline_.get(), GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT), 0);
 }
 
 std::string GstSource::decoder() const {

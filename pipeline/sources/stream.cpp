@@ -1,8 +1,11 @@
 #include "pipeline/sources/stream.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -82,6 +85,28 @@ bool Stream::finished() const {
 }
 
 std::optional<Failure> Stream::failure() const { return failure_; }
+
+void start_all(std::vector<std::unique_ptr<Stream>>& streams, size_t threads) {
+  const size_t n = streams.size();
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers(std::min(n, std::max<size_t>(threads, 1)));
+  for (auto& w : workers) {
+    w = std::thread([&] {
+      for (size_t i; (i = next++) < n;) {
+        try {
+          streams[i]->start();
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
 
 std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
   Placer place;

@@ -122,4 +122,9 @@ class Stream {
 };
 
 
+// Starts every stream, `threads` at a time (each waits on its file, network or decoder: 150 cameras one after another
+// took seconds). The first failure in the list's order is thrown, as if they had started in turn; the streams started
+// meanwhile run on (the caller stops them).
+void start_all(std::vector<std::unique_ptr<Stream>>& streams, size_t threads);
+
 }  // namespace vc::pipeline

@@ -5,9 +5,9 @@ fine-tune the bundled model on (tools/train.py), disjoint from the *test* items 
 160x120: a background (a flat colour, a gradient or a blurred texture), the item scaled to 45-110 px at a random place,
 drawn in a colour of its own with the item's grey levels as its opacity.
 
-  python3 tools/render_fashion_set.py --out /tmp/fashion-set                      # 500 + 100 per class
-  python3 tools/render_fashion_set.py --subset .device/finetune/items.npz         # only the picked items (small)
-  python3 tools/render_fashion_set.py --from-subset items.npz --out /tmp/fashion-set
+  python3 tools/fashion/render_fashion_set.py --out /tmp/fashion-set                      # 500 + 100 per class
+  python3 tools/fashion/render_fashion_set.py --subset .device/finetune/items.npz         # only the picked items (small)
+  python3 tools/fashion/render_fashion_set.py --from-subset items.npz --out /tmp/fashion-set
 Needs numpy and pillow (scripts/tools-env.sh); Fashion-MNIST from Debian's dataset-fashion-mnist (--data).
 """
 import argparse
@@ -15,6 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/: requires.py
 from requires import require  # noqa: E402
 
 np, PIL_Image, PIL_ImageFilter = require("numpy", "PIL.Image", "PIL.ImageFilter")

@@ -1,5 +1,6 @@
 """Fashion-MNIST from Debian's dataset-fashion-mnist package (/usr/share/datasets/fashion-mnist, MIT licence):
-the idx files as numpy arrays, and the class names. Shared by train_default_model.py and make_sample_video.py."""
+the idx files as numpy arrays, and the class names. Shared by tools/train_default_model.py, make_sample_video.py and
+render_fashion_set.py."""
 import gzip
 import os
 

@@ -4,7 +4,7 @@
 640x480 frame for 10 frames at 25 fps (24 s), encoded H.264 in MP4 by GStreamer. Writes the ground truth
 (`frame<TAB>label` per line) beside it.
 
-Usage: python3 tools/make_sample_video.py [--data /usr/share/datasets/fashion-mnist] [--out assets/video]
+Usage: python3 tools/fashion/make_sample_video.py [--data /usr/share/datasets/fashion-mnist] [--out assets/video]
 Needs numpy and gst-launch-1.0 with x264enc and mp4mux.
 """
 import argparse
@@ -34,7 +34,7 @@ def upscale(image, size):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=fashion_mnist.DEFAULT_DIR)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "assets", "video"))
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "assets", "video"))
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
     images, labels = fashion_mnist.load("t10k", args.data)
