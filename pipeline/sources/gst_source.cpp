@@ -20,23 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f) {
-  using inference::PixelFormat;
-  switch (f) {
-    case GST_VIDEO_FORMAT_NV12: return PixelFormat::NV12;
-    case GST_VIDEO_FORMAT_I420: return PixelFormat::I420;
-    case GST_VIDEO_FORMAT_P010_10LE: return PixelFormat::P010;
-    case GST_VIDEO_FORMAT_I420_10LE: return PixelFormat::I420_10;
-    case GST_VIDEO_FORMAT_BGR: return PixelFormat::BGR;
-    case GST_VIDEO_FORMAT_RGB: return PixelFormat::RGB;
-    case GST_VIDEO_FORMAT_BGRx:
-    case GST_VIDEO_FORMAT_BGRA: return PixelFormat::BGRx;
-    case GST_VIDEO_FORMAT_RGBx:
-    case GST_VIDEO_FORMAT_RGBA: return PixelFormat::RGBA;
-    default: return std::nullopt;
-  }
-}
-
 // The formats the engines read directly, in order of preference when a conversion is unavoidable.
 // 10-bit video stays 10-bit (videoconvert keeps the depth it is given: 4:2:2 and 4:4:4 come out as 4:2:0 of the
 // same depth).
@@ -560,6 +543,16 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
         if (take_pending()) return State::Failed;
         break;
     }
+  }
+  // A file whose streaming stopped, for a second, before any video came out: its demuxer failed and parsebin dropped
+  // the error (streaming_stopped): said, not left to the stall watchdog.
+  if (live_ || video_linked_ || !streaming_stopped(pipeline_.get())) {
+    stopped_since_ = {};
+  } else if (stopped_since_ == Clock::time_point{}) {
+    stopped_since_ = Clock::now();
+  } else if (Clock::now() - stopped_since_ > std::chrono::seconds(1)) {
+    failure_ = {ExitCode::kData, what_ + ": no playable video stream: its demuxer stopped before any came out (truncated?)"};
+    return State::Failed;
   }
   return State::Running;
 }

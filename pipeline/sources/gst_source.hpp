@@ -133,6 +133,7 @@ class GstSource {
   std::string decoder_;
   std::optional<Failure> pending_failure_;
   std::shared_ptr<GstContext> cuda_context_;  // the placed engine's, held while its decoder may use it (streaming thread)
+  Clock::time_point stopped_since_{};         // a file's streaming stopped before any video came out (poll only)
   Failure failure_;
   BusPtr bus_;
   PipelinePtr pipeline_;  // declared last: destroyed (stopped) first of all the members

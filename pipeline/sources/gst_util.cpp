@@ -84,6 +84,49 @@ void stop_pipeline(GstElement* pipeline) noexcept {
   gst_element_get_state(pipeline, nullptr, nullptr, 5 * GST_SECOND);
 }
 
+std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f) {
+  using inference::PixelFormat;
+  switch (f) {
+    case GST_VIDEO_FORMAT_NV12: return PixelFormat::NV12;
+    case GST_VIDEO_FORMAT_I420: return PixelFormat::I420;
+    case GST_VIDEO_FORMAT_P010_10LE: return PixelFormat::P010;
+    case GST_VIDEO_FORMAT_I420_10LE: return PixelFormat::I420_10;
+    case GST_VIDEO_FORMAT_BGR: return PixelFormat::BGR;
+    case GST_VIDEO_FORMAT_RGB: return PixelFormat::RGB;
+    case GST_VIDEO_FORMAT_BGRx:
+    case GST_VIDEO_FORMAT_BGRA: return PixelFormat::BGRx;
+    case GST_VIDEO_FORMAT_RGBx:
+    case GST_VIDEO_FORMAT_RGBA: return PixelFormat::RGBA;
+    default: return std::nullopt;
+  }
+}
+
+bool streaming_stopped(GstElement* pipeline) {
+  bool any = false, running = false;
+  GstIterator* elements = gst_bin_iterate_recurse(GST_BIN(pipeline));
+  GValue e = G_VALUE_INIT;
+  while (gst_iterator_next(elements, &e) == GST_ITERATOR_OK) {
+    GstIterator* pads = gst_element_iterate_pads(GST_ELEMENT(g_value_get_object(&e)));
+    GValue p = G_VALUE_INIT;
+    while (gst_iterator_next(pads, &p) == GST_ITERATOR_OK) {
+      GstPad* pad = GST_PAD(g_value_get_object(&p));
+      GST_OBJECT_LOCK(pad);
+      if (GstTask* task = GST_PAD_TASK(pad)) {
+        any = true;
+        running = running || gst_task_get_state(task) == GST_TASK_STARTED;
+      }
+      GST_OBJECT_UNLOCK(pad);
+      g_value_reset(&p);
+    }
+    g_value_unset(&p);
+    gst_iterator_free(pads);
+    g_value_reset(&e);
+  }
+  g_value_unset(&e);
+  gst_iterator_free(elements);
+  return any && !running;
+}
+
 bool has_element(const char* factory) {
   ensure_gstreamer();
   GstElementFactory* f = gst_element_factory_find(factory);

@@ -7,7 +7,10 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include "inference/preprocess.hpp"
 
 namespace vc::pipeline {
 
@@ -62,6 +65,14 @@ struct PipelineStopUnref {
   }
 };
 using PipelinePtr = std::unique_ptr<GstElement, PipelineStopUnref>;
+
+// The engines' pixel format of a GStreamer video format (nullopt: one they do not read).
+std::optional<inference::PixelFormat> pixel_format(GstVideoFormat f);
+
+// Whether a pipeline's streaming has stopped: some pad of it has had a task (a demuxer's loop, a source's push),
+// and none of them runs any more. A demuxer that fails while parsebin still tries it has its error dropped by parsebin
+// (GStreamer 1.22) and just stops: this is how that is seen.
+bool streaming_stopped(GstElement* pipeline);
 
 // A new empty pipeline.
 PipelinePtr make_pipeline(const char* name);

@@ -198,7 +198,7 @@ TEST_CASE("bad inputs end quickly with a clear message and the documented exit c
     int code;
     const char* says;
   };
-  for (const auto& c : {Case{empty, 65, "empty"}, Case{noise, 65, "Could not determine type"}, Case{truncated, 65, "element"},
+  for (const auto& c : {Case{empty, 65, "empty"}, Case{noise, 65, "Could not determine type"}, Case{truncated, 65, "playable"},
                         Case{audio, 65, "no video stream"}, Case{path("missing.mp4"), 66, "no such file"},
                         Case{"/dev/video97", 66, "no such camera"}, Case{path("no-images/*.jpg"), 66, "no images"},
                         Case{jpeg_like, 65, "could not be decoded"}, Case{"test:nosuchpattern", 78, "not a test pattern"}}) {
