@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "config/errors.hpp"
 #include "config/logging.hpp"
 
 namespace vc::pipeline {
@@ -29,9 +32,18 @@ void EngineLane::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void EngineLane::set_failure(Failure why) {
-  std::lock_guard lock(failure_mutex_);
-  failure_ = std::move(why);
+Failure EngineLane::failure_of(std::exception_ptr error) const {
+  Failure why{ExitCode::kInternal, "unknown error"};
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    why = {e.code(), e.what()};
+  } catch (const std::exception& e) {
+    why.message = e.what();
+  }
+  const int gpu = classifier_->cuda_device();
+  why.message = fmt::format("engine {}{} failed: {}", index_, gpu >= 0 ? fmt::format(" (GPU {})", gpu) : "", why.message);
+  return why;
 }
 
 std::optional<Failure> EngineLane::failure() const {
@@ -43,7 +55,13 @@ void EngineLane::run() {
   try {
     drive();
   } catch (...) {
-    if (hooks_.failed(*this, std::current_exception())) let_go();
+    const auto error = std::current_exception();
+    const auto why = failure_of(error);
+    {
+      std::lock_guard lock(failure_mutex_);
+      failure_ = why;
+    }
+    if (hooks_.failed(*this, error, why)) let_go();
   }
   hooks_.finished();
 }
@@ -85,9 +103,9 @@ FrameHub::Drained EngineLane::take_drained() {
 }
 
 void EngineLane::deliver() {
+  classifier_->collect(logits_);  // (first: a batch whose engine fails stays in flight, for let_go)
   InFlight b = std::move(in_flight_.front());
   in_flight_.pop_front();
-  classifier_->collect(logits_);
   const auto collected = Clock::now();
   stats_.add_batch(b.frames.size(), std::chrono::duration<double, std::milli>(collected - b.submitted).count());
   post_.submit(ClassifiedBatch{std::move(b.frames), logits_, collected, std::move(b.finished)});

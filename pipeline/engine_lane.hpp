@@ -27,8 +27,9 @@ class EngineLane {
  public:
   struct Hooks {
     std::function<void(int stream)> drained;  // a stream of this lane has ended and been drained
-    // The engine failed: return true to go on without it (its streams have been told), false to end the lane.
-    std::function<bool(EngineLane&, std::exception_ptr)> failed;
+    // The engine failed (`why`: "engine 1 (GPU 1) failed: …"; set as failure() before the call): return true to go
+    // on without it (its streams have been told), false to end the lane.
+    std::function<bool(EngineLane&, std::exception_ptr, const Failure& why)> failed;
     std::function<void()> finished;           // the thread is about to end
   };
 
@@ -46,8 +47,7 @@ class EngineLane {
   [[nodiscard]] inference::Classifier& classifier() const { return *classifier_; }
   [[nodiscard]] EngineStats& stats() { return stats_; }
   [[nodiscard]] const EngineStats& stats() const { return stats_; }
-  // Why its engine failed (set by the `failed` hook's owner before it returns true).
-  void set_failure(Failure why);
+  // Why its engine failed, once it has.
   [[nodiscard]] std::optional<Failure> failure() const;
 
  private:
@@ -60,6 +60,7 @@ class EngineLane {
   void drive();
   void deliver();
   void let_go();  // after a failure: frames dropped, ends still sent
+  Failure failure_of(std::exception_ptr error) const;
   FrameHub::Drained take_drained();
 
   const int index_;

@@ -204,6 +204,7 @@ class Runner::Impl final : public RunControl {
     }
     const int id = free_slot(input.name);
     const bool reused = id < int(hub_->streams());
+    placer_->assignment().release(id);  // (a placement its last stream made late, as it ended)
     const auto policy = queue_policy(input, is_live_input(input));
     // Its frames wait in the batcher, held, until every stage knows the stream; its events wait at the gate.
     if (reused) hub_->reopen(id, policy, true);
@@ -232,6 +233,7 @@ class Runner::Impl final : public RunControl {
       stream->remove();
       hub_->discard(id);
       events_->forget(id);
+      placer_->assignment().release(id);
       std::lock_guard lock(streams_mutex_);
       streams_.push_back(std::move(stream));
       throw;
@@ -393,7 +395,7 @@ class Runner::Impl final : public RunControl {
 
   EngineLane::Hooks hooks() {
     return {[this](int stream) { placer_->assignment().release(stream); },  // its decoding load is gone
-            [this](EngineLane& lane, std::exception_ptr error) { return engine_failed(lane, error); },
+            [this](EngineLane& lane, std::exception_ptr error, const Failure& why) { return engine_failed(lane, error, why); },
             [this] {
               std::lock_guard lock(lanes_mutex_);
               ++lanes_done_;
@@ -403,31 +405,24 @@ class Runner::Impl final : public RunControl {
 
   // An engine failed (a GPU fault, out of memory). The only engine: the run ends with its error (false). One of
   // several: its streams fail with its error, it takes no new one, and the others go on (true).
-  bool engine_failed(EngineLane& lane, std::exception_ptr error) {
-    if (lanes_.size() == 1) {
+  bool engine_failed(EngineLane& lane, std::exception_ptr error, const Failure& why) {
+    const auto end_run = [&] {
       std::lock_guard lock(lanes_mutex_);
       engine_error_ = error;
       engine_failed_ = true;
-      return false;
-    }
-    Failure why{ExitCode::kInternal, "unknown error"};
-    try {
-      std::rethrow_exception(error);
-    } catch (const Error& e) {
-      why = {e.code(), e.what()};
-    } catch (const std::exception& e) {
-      why.message = e.what();
-    }
-    const int gpu = lane.classifier().cuda_device();
-    why.message = fmt::format("engine {}{} failed: {}", lane.index(), gpu >= 0 ? fmt::format(" (GPU {})", gpu) : "", why.message);
+    };
+    if (lanes_.size() == 1) return end_run(), false;
     log_->error("{}; its streams end with it, the other engines go on", why.message);
-    lane.set_failure(why);
     placer_->assignment().retire(lane.index());  // no stream is placed on it any more
-    std::lock_guard lock(streams_mutex_);
-    for (size_t i = 0; i < owner_.size(); ++i) {
-      const auto placed = placer_->assignment().placed(int(i));
-      if (owner_[i] && placed && placed->lane == lane.index()) owner_[i]->abort(why);
+    {
+      std::lock_guard lock(streams_mutex_);
+      for (size_t i = 0; i < owner_.size(); ++i) {  // (a stream whose results are all out lost nothing)
+        const auto placed = placer_->assignment().placed(int(i));
+        if (owner_[i] && placed && placed->lane == lane.index() && !owner_[i]->stats().closed) owner_[i]->abort(why);
+      }
     }
+    // The last engine: the run ends with its error, as with one engine.
+    if (std::all_of(lanes_.begin(), lanes_.end(), [](const auto& l) { return l->failure().has_value(); })) end_run();
     return true;
   }
 

@@ -21,7 +21,13 @@ GpuAssignment::GpuAssignment(std::vector<int> devices) : devices_(std::move(devi
 
 GpuAssignment::Place GpuAssignment::place(int stream, const DecodeLoad& load) {
   std::lock_guard lock(mutex_);
-  if (const auto it = placed_.find(stream); it != placed_.end()) return {it->second.first, devices_[size_t(it->second.first)]};
+  if (const auto it = placed_.find(stream); it != placed_.end()) {
+    if (!loads_[size_t(it->second.first)].retired) return {it->second.first, devices_[size_t(it->second.first)]};
+    auto& old = loads_[size_t(it->second.first)];  // its engine failed since: placed again, on a working one
+    old.load = std::max(0.0, old.load - it->second.second);
+    --old.streams;
+    placed_.erase(it);
+  }
   const bool all_retired = std::all_of(loads_.begin(), loads_.end(), [](const LaneLoad& l) { return l.retired; });
   size_t best = loads_.size();
   for (size_t i = 0; i < loads_.size(); ++i) {

@@ -96,7 +96,9 @@ int nvdec_device(const std::string& factory) {
   int device = -1;
   GstElementFactory* f = gst_element_factory_find(factory.c_str());
   if (f && is_nvdec(f)) {
-    device = 0;  // (before GStreamer 1.22 the elements do not say: the first GPU's)
+    // Before GStreamer 1.22 the elements do not say: their names do (nvh264dec, nvh264device1dec, …).
+    const auto at = factory.find("device");
+    device = at == std::string::npos ? 0 : std::atoi(factory.c_str() + at + 6);
     if (GstElement* e = gst_element_factory_create(f, nullptr)) {
       gst_object_ref_sink(e);
       if (g_object_class_find_property(G_OBJECT_GET_CLASS(e), "cuda-device-id")) {

@@ -177,6 +177,7 @@ void GstSource::build() {
       }
       fps_ = in.fps > 0 ? in.fps : 30.0;
       video_linked_ = true;
+      if (spec_.place) cuda_context_ = spec_.place({in.width, in.height, in.fps, ""}).cuda_context;  // raw: no decoder
       break;
     }
     case config::InputKind::File:

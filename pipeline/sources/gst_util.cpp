@@ -105,7 +105,8 @@ bool streaming_stopped(GstElement* pipeline) {
   bool any = false, running = false;
   GstIterator* elements = gst_bin_iterate_recurse(GST_BIN(pipeline));
   GValue e = G_VALUE_INIT;
-  while (gst_iterator_next(elements, &e) == GST_ITERATOR_OK) {
+  GstIteratorResult next;
+  while ((next = gst_iterator_next(elements, &e)) == GST_ITERATOR_OK) {
     GstIterator* pads = gst_element_iterate_pads(GST_ELEMENT(g_value_get_object(&e)));
     GValue p = G_VALUE_INIT;
     while (gst_iterator_next(pads, &p) == GST_ITERATOR_OK) {
@@ -124,7 +125,7 @@ bool streaming_stopped(GstElement* pipeline) {
   }
   g_value_unset(&e);
   gst_iterator_free(elements);
-  return any && !running;
+  return next == GST_ITERATOR_DONE && any && !running;  // (a pipeline changing as it was read: not stopped)
 }
 
 bool has_element(const char* factory) {

@@ -84,25 +84,29 @@ bool Stream::finished() const {
   return done_;
 }
 
-std::optional<Failure> Stream::failure() const { return failure_; }
+std::optional<Failure> Stream::failure() const {
+  std::lock_guard lock(abort_mutex_);
+  return aborted_ ? aborted_ : failure_;  // (aborted after its end: its last frames were lost with its engine)
+}
 
 void start_all(std::vector<std::unique_ptr<Stream>>& streams, size_t threads) {
   const size_t n = streams.size();
   std::vector<std::exception_ptr> errors(n);
   std::atomic<size_t> next{0};
-  std::vector<std::thread> workers(std::min(n, std::max<size_t>(threads, 1)));
-  for (auto& w : workers) {
-    w = std::thread([&] {
-      for (size_t i; (i = next++) < n;) {
-        try {
-          streams[i]->start();
-        } catch (...) {
-          errors[i] = std::current_exception();
+  {
+    std::vector<std::jthread> workers;  // (joined however this block is left)
+    for (size_t k = 0; k < std::min(n, std::max<size_t>(threads, 1)); ++k) {
+      workers.emplace_back([&] {
+        for (size_t i; (i = next++) < n;) {
+          try {
+            streams[i]->start();
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
         }
-      }
-    });
+      });
+    }
   }
-  for (auto& w : workers) w.join();
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }

@@ -112,7 +112,7 @@ class Stream {
   int attempts_ = 0;        // restarts since frames last flowed
   double delay_ = 0;        // the next wait before a restart
   std::optional<Failure> failure_;
-  std::mutex abort_mutex_;
+  mutable std::mutex abort_mutex_;
   std::optional<Failure> aborted_;        // abort()'s reason
   std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
   mutable std::mutex done_mutex_;

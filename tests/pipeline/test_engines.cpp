@@ -154,6 +154,18 @@ TEST_CASE("a run over two engines: the streams are spread, every frame classifie
   auto c = four_files("engines-two", 30, jsonl);
   std::vector<FakeClassifier*> raw;
   pipeline::Runner runner(c, engines(raw, 2));
+  // Neither engine takes a batch before every stream has been placed (a frame delivered): a stream that ended first
+  // would give its load back and change where the last one goes.
+  for (auto* e : raw) {
+    e->before_batch = [&](int) {
+      wait_until([&] {
+        for (const auto& st : runner.control().streams()) {
+          if (st->delivered == 0) return false;
+        }
+        return true;
+      });
+    };
+  }
   std::atomic<int> stop{0};
   const auto summary = runner.run(stop);
   REQUIRE_MESSAGE(summary.code == ExitCode::kOk, fmt::format("{}", fmt::join(summary.problems, "; ")));
@@ -222,6 +234,55 @@ TEST_CASE("one engine's failure fails only its streams; the others finish whole,
   CHECK(whole >= 2);
   CHECK(pipeline::format_summary(summary).find("FAILED: engine 1 failed") != std::string::npos);
   CHECK(runner.control().engines()[1].failure.find("Xid 79") != std::string::npos);
+}
+
+namespace {
+
+// An engine whose batches fail when they are collected (as a GPU fault shows itself: at the wait for the batch).
+class FailingCollect final : public inference::Classifier {
+ public:
+  explicit FailingCollect(int fail_at) : fail_at_(fail_at) { num_classes_ = 10; }
+  std::string engine_name() const override { return "failing"; }
+  int max_batch() const override { return 4; }
+  int max_in_flight() const override { return 2; }
+  void submit(std::span<const inference::FrameView> frames) override { pending_.push_back(frames.size()); }
+  bool ready() override { return false; }
+  void collect(std::vector<float>& logits) override {
+    if (++collected_ >= fail_at_) throw UnavailableError("an illegal memory access was encountered (Xid 13)");
+    logits.assign(pending_.front() * 10, 0.f);
+    pending_.erase(pending_.begin());
+  }
+
+ private:
+  int fail_at_, collected_ = 0;
+  std::vector<size_t> pending_;
+};
+
+}  // namespace
+
+TEST_CASE("an engine that fails as a batch is collected: that batch's streams still end; all engines failed ends the run") {
+  const auto jsonl = path("engines-collect.jsonl");
+  auto c = four_files("engines-collect", 40, jsonl);
+  std::vector<std::unique_ptr<inference::Classifier>> two;
+  two.push_back(std::make_unique<FakeClassifier>(2, 4));
+  two.push_back(std::make_unique<FailingCollect>(2));
+  pipeline::Runner runner(c, std::move(two));
+  std::atomic<int> stop{0};
+  const auto summary = runner.run(stop);
+  CHECK(summary.code == ExitCode::kUnavailable);
+  std::set<std::string> ended;
+  for (const auto& j : read_jsonl(jsonl)) {
+    if (j.value("event", "") == "stream_end") ended.insert(j["stream"].get<std::string>());
+  }
+  CHECK(ended.size() == 4);  // every stream's end is said, the failed engine's too
+  for (const auto& row : summary.streams) CHECK((row.engine == 0 ? row.status == "ok" : row.status == "failed"));
+  // Both engines failing: the run ends with the error, as with one engine.
+  auto c2 = four_files("engines-all", 40, path("engines-all.jsonl"));
+  std::vector<std::unique_ptr<inference::Classifier>> both;
+  both.push_back(std::make_unique<FailingCollect>(2));
+  both.push_back(std::make_unique<FailingCollect>(2));
+  pipeline::Runner all(c2, std::move(both));
+  CHECK_THROWS_WITH_AS(all.run(stop), doctest::Contains("Xid 13"), UnavailableError);
 }
 
 TEST_CASE("inference.gpus: a list of GPUs or all; bad values are refused with the key") {
