@@ -52,6 +52,11 @@ models=${VC_BENCH_MODELS:-resnet18,resnet34,resnet50,resnet101,resnet152}
 batches=${VC_BENCH_BATCHES:-1,8,32,128,256}
 status=0
 stage() { echo; echo "== $1 ($(date +%T))"; }
+# A 10 s 720p30 H.264 High clip of a moving ball.
+make_clip() {
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1280,height=720,framerate=30/1,format=I420 \
+    ! x264enc bitrate=4000 speed-preset=superfast ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink location="$1"
+}
 
 if want doctor; then
   stage doctor
@@ -67,8 +72,7 @@ fi
 if want nvdec; then
   stage "NVDEC (frames in GPU memory) vs CPU decoding"
   media=/tmp/vc-nvdec.mp4
-  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1280,height=720,framerate=30/1,format=I420 \
-    ! x264enc bitrate=4000 speed-preset=superfast ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink location=$media
+  make_clip $media
   for d in gpu cpu; do
     video-classifier --config assets/configs/default.yaml --input $media --output none --set input.decoder=$d \
       --set inference.device=cuda --set output.results=/tmp/nvdec-$d.jsonl 2>&1 | tee "$out/nvdec-$d.txt" | tail -n 4 || status=1
@@ -190,8 +194,7 @@ fi
 if want gpus; then
   stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"
   media=/tmp/vc-gpus.mp4
-  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1280,height=720,framerate=30/1,format=I420 \
-    ! x264enc bitrate=4000 speed-preset=superfast ! video/x-h264,profile=high ! h264parse ! mp4mux ! filesink location=$media
+  make_clip $media
   for run in one gpus; do
     extra=()
     [ $run = gpus ] && extra=(--set "inference.gpus=[${VC_GPUS:-0,0}]")
