@@ -41,7 +41,11 @@ want() { [[ $stages == *",$1,"* ]]; }
 # The bundle travels compressed: unpack it once into /tmp (the tree's 64 MiB limit counts the repository too).
 bundle=.device
 if [ -f .device.tar.xz ]; then
-  mkdir -p /tmp/vc-bundle && tar -C /tmp/vc-bundle -xJf .device.tar.xz && bundle=/tmp/vc-bundle/.device
+  # (once per bundle: device-run.sh may be called several times in one device call, a few stages each)
+  if [ ! -f /tmp/vc-bundle/.unpacked ] || [ .device.tar.xz -nt /tmp/vc-bundle/.unpacked ]; then
+    rm -rf /tmp/vc-bundle && mkdir -p /tmp/vc-bundle && tar -C /tmp/vc-bundle -xJf .device.tar.xz && touch /tmp/vc-bundle/.unpacked
+  fi
+  bundle=/tmp/vc-bundle/.device
 fi
 . "$bundle/env.sh"
 # PyTorch's CUDA 13 wheels keep NVRTC (which cuDNN's runtime-compiled engines load) in nvidia/cu13/lib.
