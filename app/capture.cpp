@@ -5,16 +5,23 @@
 // pictures the pipeline classifies — every Nth or at a rate, within a time span, up to a count. Splits are given to
 // blocks of stream time, not to frames, so that near-identical neighbouring frames never land in two splits; the frames
 // just after a change of split are left out as well.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
@@ -123,14 +130,80 @@ void write_labels(const fs::path& dataset, const std::string& label) {
 
 }  // namespace
 
+// Ctrl-C: stop taking frames; what is written stays (the manifest is flushed line by line).
+std::atomic<bool> interrupted{false};
+void on_interrupt(int) { interrupted = true; }
+
+// Says how far it has come: on a terminal a line rewritten twice a second, elsewhere a log line every 5 s.
+class CaptureProgress {
+ public:
+  explicit CaptureProgress(std::string label) : label_(std::move(label)), terminal_(::isatty(STDERR_FILENO) != 0) {}
+  void update(int64_t saved, const std::map<std::string, int64_t>& per_split, double t, bool force = false) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - last_ < (terminal_ ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000))) return;
+    last_ = now;
+    std::string splits;
+    for (const auto& [s, n] : per_split) splits += fmt::format("{}{} {}", splits.empty() ? "" : ", ", n, s);
+    const auto line = fmt::format("capture: {} image(s) of '{}'{}, at {:.1f} s of the input", saved, label_,
+                                  splits.empty() ? "" : " (" + splits + ")", t);
+    if (terminal_) {
+      fmt::print(stderr, "\r{}   ", line);
+      shown_ = true;
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+  }
+  void done() {
+    if (shown_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  std::string label_;
+  bool terminal_, shown_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+namespace {
+
+// The region --region/--box names (the input's own, or the box given), or none: the whole picture.
+std::optional<config::Region> capture_region(const CommandLine& cl) {
+  const auto& c = cl.capture;
+  if (c.region.empty() && c.box.empty()) return std::nullopt;
+  config::Region r;
+  r.name = c.region.empty() ? "box" : c.region;
+  if (c.box.empty()) {
+    std::vector<std::string> known;
+    for (const auto& in : cl.config.inputs) {
+      for (const auto& x : in.regions) {
+        if (x.name == c.region) return x;
+        known.push_back(x.name);
+      }
+    }
+    throw UsageError(fmt::format("--region: the input has no region '{}' ({}): give its --box X,Y,W,H, or a --config whose "
+                                 "input has it", c.region, known.empty() ? "it has none" : fmt::format("it has {}", fmt::join(known, ", "))));
+  }
+  std::copy(c.box.begin(), c.box.end(), r.box.begin());
+  if (std::any_of(c.box.begin(), c.box.end(), [](double v) { return v < 0; }) || r.box[2] <= 0 || r.box[3] <= 0) {
+    throw UsageError("--box: X,Y,W,H: none below 0, a width and a height above 0");
+  }
+  return r;
+}
+
+}  // namespace
+
 int capture(const CommandLine& cl, std::ostream& out) {
   const auto& c = cl.capture;
+  if (!cl.input_given) {
+    throw UsageError("capture: give --input: what to take the frames from (a camera /dev/video0, a video file, "
+                     "rtsp://…, test:ball), e.g. capture --input /dev/video0 --dataset mine --label mug --fps 5 --to 60");
+  }
   if (c.label.empty() || c.label.find_first_of("/\\") != std::string::npos || c.label == "." || c.label == "..") {
     throw UsageError(fmt::format("--label: '{}' must be a name (it names a folder)", c.label));
   }
   if (c.every < 1) throw UsageError("--every: at least 1");
   if (c.fps < 0) throw UsageError("--fps: at least 0 (0: every --every-th frame)");
   if (c.to_s >= 0 && c.to_s <= c.from_s) throw UsageError("--to: after --from");
+  const auto region = capture_region(cl);
   SplitPlan plan(parse_splits(c.split));
   const fs::path dataset(c.dataset);
   std::error_code ec;
@@ -143,13 +216,23 @@ int capture(const CommandLine& cl, std::ostream& out) {
   const auto run = utc_stamp();
   std::map<std::string, int64_t> per_split;
   int64_t saved = 0;
-  for (size_t i = 0; i < cl.config.inputs.size() && (c.max <= 0 || saved < c.max); ++i) {
+  interrupted = false;
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) sigaction(sig, &action, nullptr);
+  CaptureProgress progress(c.label);
+  double last_t = 0;
+  for (size_t i = 0; i < cl.config.inputs.size() && (c.max <= 0 || saved < c.max) && !interrupted; ++i) {
     const auto& input = cl.config.inputs[i];
     auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{8, false}});
     auto stop = std::make_shared<std::atomic<bool>>(false);
     pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop, nullptr});
     stream.start();
     const auto& name = stream.stats().name;
+    fmt::print(stderr, "capture: frames of {} as '{}' into {}{} (Ctrl-C stops it)\n", stream.stats().source, c.label,
+               c.dataset, c.to_s >= 0 ? fmt::format(", until {:.0f} s of the input", c.to_s)
+                                      : c.max > 0 ? fmt::format(", {} at most", c.max) : "");
     int64_t seen = 0;
     double next_t = c.from_s;
     std::optional<pipeline::Clock::time_point> first;
@@ -165,7 +248,9 @@ int capture(const CommandLine& cl, std::ostream& out) {
                                         : std::chrono::duration<double>(f.captured - *first).count();
         const bool in_span = t >= c.from_s && (c.to_s < 0 || t < c.to_s);
         const bool past = c.to_s >= 0 && t >= c.to_s;
-        const bool done = past || (c.max > 0 && saved >= c.max);
+        last_t = t;
+        progress.update(saved, per_split, t);
+        const bool done = past || (c.max > 0 && saved >= c.max) || interrupted;
         if (done) *stop = true;
         if (!in_span || done) continue;
         if (c.fps > 0) {
@@ -187,16 +272,23 @@ int capture(const CommandLine& cl, std::ostream& out) {
         if (ec) throw CantCreateError(fmt::format("{}: cannot create: {}", folder.string(), ec.message()));
         const auto file = folder / fmt::format("{}-{}-{:06d}.jpg", name, run, f.index);
         const pipeline::Frame host = pipeline::in_host_memory(f);
-        pipeline::write_image_file(pipeline::to_bgr(host.view), file.string(), false);
-        manifest << nlohmann::json{{"file", fs::relative(file, dataset).generic_string()},
-                                   {"label", c.label},
-                                   {"split", split_name},
-                                   {"stream", name},
-                                   {"source", f.source.empty() ? stream.stats().source : f.source},
-                                   {"frame", f.index},
-                                   {"t", std::round(t * 1000) / 1000}}
-                        .dump()
-                 << "\n";
+        cv::Mat picture = pipeline::to_bgr(host.view);  // (as shown: what a region's box is in)
+        nlohmann::json line{{"file", fs::relative(file, dataset).generic_string()},
+                            {"label", c.label},
+                            {"split", split_name},
+                            {"stream", name},
+                            {"source", f.source.empty() ? stream.stats().source : f.source},
+                            {"frame", f.index},
+                            {"t", std::round(t * 1000) / 1000}};
+        if (region) {  // the region alone: what its model sees
+          const auto box = config::region_pixels(*region, picture.cols, picture.rows);
+          if (!box) throw DataError(fmt::format("--region: {}", config::region_outside(*region, picture.cols, picture.rows)));
+          picture = picture(cv::Rect(box->x, box->y, box->width, box->height)).clone();
+          line["region"] = region->name;
+          line["box"] = {box->x, box->y, box->width, box->height};
+        }
+        pipeline::write_image_file(picture, file.string(), false);
+        manifest << line.dump() << std::endl;  // (flushed: a capture stopped at any moment leaves a manifest of whole lines)
         ++per_split[split_name];
         ++saved;
       }
@@ -205,6 +297,8 @@ int capture(const CommandLine& cl, std::ostream& out) {
     stream.join();
     if (auto failure = stream.failure()) throw Error(failure->code, failure->message);
   }
+  progress.update(saved, per_split, last_t, true);
+  progress.done();
   manifest.flush();
   if (!manifest) throw IoError(fmt::format("{}: manifest.jsonl could not be written", c.dataset));
   if (saved == 0) throw DataError("capture: no frame was saved (the input was empty, or --from/--to left nothing)");

@@ -1,6 +1,8 @@
 #include "app/cli.hpp"
 
+#include <filesystem>
 #include <iostream>
+#include <regex>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -53,7 +55,7 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   auto* config_opt = app.add_option("-c,--config", config_path, "YAML configuration file (default: built-in defaults)");
   auto* input_opt = app.add_option("-i,--input", inputs,
                                    "input (repeat for several streams): /dev/videoN, a video file, an image/dir/glob, "
-                                   "rtsp://…, test[:PATTERN]");
+                                   "rtsp://…, test[:PATTERN]; NAME=INPUT names its stream (door=rtsp://…)");
   auto* output_opt = app.add_option("-o,--output", output, "output: FILE.mp4|.mkv|.mov, DIR/ (images), display, rtsp://host:PORT/PATH, none");
   app.add_option("-m,--model", model, "model weights (.safetensors)");
   app.add_option("-s,--set", assignments, "override a config key: --set model.top_k=3 (repeatable)");
@@ -78,6 +80,14 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   images_opt->excludes(results_opt)->excludes(truth_opt);
   auto* capture = app.add_subcommand("capture", "save frames of the input as JPEG into a dataset for training: "
                                                 "DATASET/SPLIT/LABEL/")->fallthrough();
+  capture->footer(
+      "Needs --input (or --config). Examples:\n"
+      "  video-classifier capture --input /dev/video0 --dataset mine --label mug --fps 5 --to 60\n"
+      "  video-classifier capture --input clip.mp4 --dataset mine --label keys --from 12 --to 40\n"
+      "  video-classifier capture --input rtsp://cam/stream --dataset gate --label open --fps 1 --max 200\n"
+      "  video-classifier capture --config yard.yaml --region gate --dataset gate --label closed --fps 1 --to 600\n"
+      "It says how many images it has written as it goes; Ctrl-C stops it (what is written stays).\n"
+      "Then: $(scripts/tools-env.sh) tools/train.py --data mine --out models/mine.safetensors");
   capture->add_option("--dataset", cl.capture.dataset, "the dataset folder (created; added to)")->required();
   capture->add_option("--label", cl.capture.label, "the label of every frame taken")->required();
   capture->add_option("--from", cl.capture.from_s, "start at this stream time (s)");
@@ -89,7 +99,13 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   capture->add_option("--block", cl.capture.block_s, "seconds of stream time that go to one split together")
       ->capture_default_str();
   capture->add_option("--max", cl.capture.max, "stop after this many frames (0: no limit)");
-  evaluate->add_flag("--smoothed", cl.smoothed, "score the smoothed label (what the overlay shows) instead of the top-1");
+  capture->add_option("--region", cl.capture.region,
+                      "save only this region of the picture (one of the input's regions, or the one --box gives): what "
+                      "its model classifies");
+  capture->add_option("--box", cl.capture.box, "the region's box, X,Y,W,H in pixels of the picture as shown or 0-1 "
+                                               "fractions (with --region: its name)")->delimiter(',')->expected(4);
+  evaluate->add_flag("--smoothed", cl.smoothed, "score the smoothed label (over the last frames: what label changes and "
+                                                "event rules use) instead of each frame's top-1 (the overlay's headline)");
   auto* diagnose = app.add_subcommand("diagnose", "run the model layer by layer on the GPU beside the CPU reference and "
                                                   "name the first layer that goes wrong (NaN troubleshooting)")->fallthrough();
   diagnose->add_option("--image", cl.frame_path, "the frame to use: an image file (default: the input's first frame)");
@@ -126,13 +142,24 @@ std::variant<CommandLine, int> parse_command_line(int argc, char** argv) {
   if (output_opt->count() && output.empty()) throw UsageError("--output: empty (give FILE.mp4, DIR/, display, rtsp://HOST:PORT/PATH or none)");
 
   if (!config_path.empty()) cl.config = config::load_config(config_path);
+  cl.input_given = input_opt->count() > 0 || !config_path.empty();
   if (input_opt->count()) {
     // Each --input is one stream, with the file's `input:` section as its defaults.
     std::vector<config::Input> streams;
-    for (const auto& spec : inputs) {
+    for (const auto& given : inputs) {
       config::Input in = cl.config.input;
       in.name.clear();
+      // NAME=SOURCE names the stream (--input door=rtsp://cam/stream), unless the whole text is a file's path.
+      std::string spec = given, name;
+      static const std::regex named(R"(^([A-Za-z0-9_.\-]{1,64})=(.+)$)");
+      std::smatch m;
+      std::error_code ec;
+      if (std::regex_match(given, m, named) && !std::filesystem::exists(given, ec)) {
+        name = m[1].str();
+        spec = m[2].str();
+      }
       config::set_input(in, spec);
+      if (!name.empty()) in.name = name;
       streams.push_back(in);
     }
     cl.config.inputs = std::move(streams);

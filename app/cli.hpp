@@ -11,6 +11,7 @@ namespace vc::app {
 struct CommandLine {
   std::string command = "run";  // run | doctor | config | evaluate | diagnose
   config::Config config;        // the file (or defaults) with every flag and --set applied, validated
+  bool input_given = false;     // --input or --config named what to read (else config.inputs are the defaults)
   bool list_keys = false;       // config --keys
   std::string results_path;     // evaluate --results
   std::string ground_truth;     // evaluate --ground-truth
@@ -22,6 +23,8 @@ struct CommandLine {
     std::string split = "train=0.8,val=0.2";
     double from_s = 0, to_s = -1, fps = 0, block_s = 5;
     int64_t every = 1, max = 0;
+    std::string region;         // only this region of the picture (a region of the input's, or --box's)
+    std::vector<double> box;    // x, y, width, height: pixels or fractions
   } capture;
 };
 

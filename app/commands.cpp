@@ -51,7 +51,8 @@ config::Config with_saved_streams(const config::Config& config) {
 }
 
 // Until the run ends: on each SIGHUP, the configuration read again and the streams reconciled with it (only
-// added, removed or changed streams are touched). Other changed settings need a restart: said.
+// added, removed or changed streams are touched), and each model whose weights file changed deployed (built beside
+// the running one, switched between two batches). Other changed settings need a restart: said.
 void reload_loop(const std::atomic<bool>& done, const std::function<config::Config()>& reload, service::Api& api,
                  const config::Config& started_with) {
   auto log = vc::log::get("app");
@@ -69,6 +70,10 @@ void reload_loop(const std::atomic<bool>& done, const std::function<config::Conf
       b.inputs.clear();
       a.explicit_keys.clear();
       b.explicit_keys.clear();
+      a.model.weights = b.model.weights;  // (a new weights file is deployed, below)
+      for (auto& [name, m] : a.models) {
+        if (const auto at = b.models.find(name); at != b.models.end()) m.weights = at->second.weights;
+      }
       if (config::to_yaml(a) != config::to_yaml(b)) {
         log->warn("SIGHUP: only the streams (inputs:) change while the service runs; the other changed settings take "
                   "effect at the next start");
@@ -80,7 +85,9 @@ void reload_loop(const std::atomic<bool>& done, const std::function<config::Conf
         return out.empty() ? std::string("none") : out;
       };
       log->info("SIGHUP: streams added: {}; removed: {}; changed: {}", names(r.added), names(r.removed), names(r.changed));
+      if (!r.kept.empty()) log->info("SIGHUP: kept (added over the API): {}", names(r.kept));
       for (const auto& f : r.failed) log->error("SIGHUP: {}", f);
+      for (const auto& line : api.redeploy(fresh)) log->info("SIGHUP: model {}", line);
     } catch (const std::exception& e) {
       log->error("SIGHUP: the configuration was not applied: {}", e.what());
     }

@@ -94,9 +94,13 @@ int run_doctor(const config::Config& config, std::ostream& out) {
          detail);
   }
   const auto sync = pipeline::gpu_frame_sync();
-  line(out, !sync.usable ? "warn" : sync.verified ? "ok" : "warn", "NVDEC frames on the GPU",
-       sync.how + (sync.verified ? " (verified on a GPU: the same top-1 as CPU decoding)"
-                                 : " (not verified on a GPU with this GStreamer: run scripts/device-run.sh's nvdec stage)"));
+  if (gpu.devices.empty()) {  // (what this GStreamer could do on a GPU is not this machine's to show)
+    line(out, "no GPU", "NVDEC frames on the GPU", "none here: frames are decoded and read in host memory");
+  } else {
+    line(out, !sync.usable ? "warn" : sync.verified ? "ok" : "warn", "NVDEC frames on the GPU",
+         sync.how + (sync.verified ? " (verified on a GPU: the same top-1 as CPU decoding)"
+                                   : " (not verified on a GPU with this GStreamer: run scripts/device-run.sh's nvdec stage)"));
+  }
 
   fmt::print(out, "\nDisplay\n");
   try {

@@ -9,16 +9,19 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
 #include "app/results_readers.hpp"
 #include "config/errors.hpp"
+#include "inference/classifier.hpp"
 #include "pipeline/runner.hpp"
 #include "pipeline/sources/image_files.hpp"
 
@@ -87,6 +90,23 @@ int evaluate_images(const CommandLine& cl, std::ostream& out) {
     c.inputs.push_back(in);
   }
   if (c.inputs.empty()) throw NoInputError(fmt::format("{}: no LABEL/ folder with images in it", cl.images));
+  // Every folder's label must be one the model knows, or its images can only be scored wrong: a usage error, naming
+  // both label sets (evaluating a dataset with the bundled model by mistake, say).
+  const auto model_labels = inference::model_settings(c).labels;
+  std::vector<std::string> unknown, folder_labels;
+  for (const auto& in : c.inputs) {
+    const auto label = fs::path(in.path).filename().string();
+    folder_labels.push_back(label);
+    if (!model_labels.empty() && std::find(model_labels.begin(), model_labels.end(), label) == model_labels.end()) {
+      unknown.push_back(label);
+    }
+  }
+  if (!unknown.empty()) {
+    const auto model = c.model.weights.empty() ? std::string("the bundled model") : c.model.weights;
+    throw UsageError(fmt::format("evaluate: {} has label folder(s) {} that {} does not know (its labels: {}); give "
+                                 "--model with the model trained on this dataset",
+                                 cl.images, fmt::join(unknown, ", "), model, fmt::join(model_labels, ", ")));
+  }
   const auto results = fs::temp_directory_path() / fmt::format("vc-evaluate-{}.jsonl", getpid());
   c.output.kind = config::OutputKind::None;
   c.output.results = results.string();
@@ -120,21 +140,29 @@ int evaluate(const CommandLine& cl, std::ostream& out) {
   if (!cl.images.empty()) return evaluate_images(cl, out);
   const auto predicted = read_results(cl.results_path, cl.smoothed);
   const auto truth = read_truth(cl.ground_truth);
-  Pairs pairs;
+  std::map<std::string, Pairs> by_region;  // "" = the whole picture
   int64_t missing = 0;
-  for (const auto& [frame, label] : truth) {
-    auto it = predicted.find(frame);
+  for (const auto& [item, label] : truth) {
+    auto it = predicted.find(item);
     if (it == predicted.end()) {
       ++missing;
       continue;
     }
-    pairs.emplace_back(label, it->second);
+    by_region[item.region].emplace_back(label, it->second);
   }
-  if (pairs.empty()) throw DataError(fmt::format("{} and {} have no frame in common", cl.results_path, cl.ground_truth));
-  fmt::print(out, "frames scored: {} ({} in the ground truth without a result)\n", pairs.size(), missing);
-  print_scores(out, pairs, fmt::format("of the {} label{}", cl.smoothed ? "smoothed" : "top-1",
-                                       cl.smoothed ? " (what the overlay headline shows)"
-                                                   : " (add --smoothed to score the smoothed label)"));
+  if (by_region.empty()) throw DataError(fmt::format("{} and {} have no frame in common", cl.results_path, cl.ground_truth));
+  const auto what = fmt::format("of the {} label{}", cl.smoothed ? "smoothed" : "top-1",
+                                cl.smoothed ? " (the label over the last frames: what label changes and event rules use)"
+                                            : " (each frame's own; --smoothed scores the label over the last frames)");
+  for (const auto& [region, pairs] : by_region) {  // each region is its own question, with classes of its own
+    if (by_region.size() > 1 || !region.empty()) {
+      fmt::print(out, "{}== {}\n", region == by_region.begin()->first ? "" : "\n",
+                 region.empty() ? std::string("the whole picture") : "region " + region);
+    }
+    fmt::print(out, "frames scored: {}{}\n", pairs.size(),
+               region == by_region.begin()->first ? fmt::format(" ({} in the ground truth without a result)", missing) : "");
+    print_scores(out, pairs, what);
+  }
   return 0;
 }
 

@@ -43,11 +43,11 @@ Labels read_results(std::istream& in, const std::string& path, bool smoothed) {
         throw DataError(fmt::format("{}:{}: not a results line (\"frame\" is {}, not a frame number)", path, line_no,
                                     f.dump()));
       }
-      const auto frame = f.get<int64_t>();
+      const Item item{f.get<int64_t>(), j.contains("region") ? j["region"].get<std::string>() : std::string()};
       if (smoothed) {
-        if (j.contains("smoothed")) labels[frame] = j["smoothed"].at("label").get<std::string>();
+        if (j.contains("smoothed")) labels[item] = j["smoothed"].at("label").get<std::string>();
       } else if (!j["top"].empty()) {
-        labels[frame] = j["top"][0].at("label").get<std::string>();
+        labels[item] = j["top"][0].at("label").get<std::string>();
       }
     } catch (const nlohmann::json::exception& e) {
       throw DataError(fmt::format("{}:{}: not a results line ({})", path, line_no, e.what()));
@@ -73,9 +73,21 @@ Labels read_truth(std::istream& in, const std::string& path) {
     const auto sep = line.find_first_of("\t ");
     try {
       if (sep == std::string::npos) throw std::invalid_argument("no label");
-      labels[std::stoll(line.substr(0, sep))] = line.substr(line.find_first_not_of("\t ", sep));
+      size_t used = 0;
+      const int64_t frame = std::stoll(line.substr(0, sep), &used);
+      if (used != sep) throw std::invalid_argument("not a frame number");
+      const auto rest = line.substr(line.find_first_not_of("\t ", sep));
+      const auto tab = rest.find('\t');
+      if (line[sep] == '\t' && tab != std::string::npos) {  // FRAME<TAB>REGION<TAB>LABEL
+        const auto label = rest.substr(tab + 1);
+        if (tab == 0 || label.empty()) throw std::invalid_argument("no region or label");
+        labels[{frame, rest.substr(0, tab)}] = label;
+      } else {
+        labels[{frame, ""}] = rest;
+      }
     } catch (const std::exception&) {
-      throw DataError(fmt::format("{}:{}: expected 'FRAME<TAB>LABEL', got '{}'", path, line_no, line));
+      throw DataError(fmt::format("{}:{}: expected 'FRAME<TAB>LABEL' or 'FRAME<TAB>REGION<TAB>LABEL', got '{}'", path,
+                                  line_no, line));
     }
   }
   return labels;

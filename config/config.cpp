@@ -2,7 +2,13 @@
 // (schema.hpp).
 #include "config/config.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -33,6 +39,7 @@ std::vector<std::string> section_names(const std::vector<Field>& fields) {
       sections.push_back(section_of(f.path));
     }
   }
+  if (std::find(sections.begin(), sections.end(), "models") == sections.end()) sections.push_back("models");
   return sections;
 }
 
@@ -79,6 +86,22 @@ void record_input_keys(Config& config, const std::string& prefix) {
   config.explicit_keys.insert(added.begin(), added.end());
 }
 
+// `models:` — a mapping of model names to model sections; its `default` entry is `model:`.
+void apply_models(Config& config, const YAML::Node& map, const std::string& origin, const std::string& base_dir) {
+  if (map.IsNull()) return;
+  if (!map.IsMap()) reject(where(origin, map, true), "models", "expected a mapping of model names to model sections, got " + describe(map));
+  for (const auto& kv : map) {
+    const auto name = key_text(kv.first, where(origin, kv.first, true), "models");
+    const auto prefix = name == "default" ? std::string("model") : "models." + name;
+    Model& model = name == "default" ? config.model : config.models[name];
+    auto fields = model_fields(model, prefix);
+    if (kv.second.IsNull() || (kv.second.IsMap() && kv.second.size() == 0)) {
+      config.explicit_keys[prefix + ".weights"] = origin;  // (a model named with nothing set: the bundled one)
+    }
+    apply_mapping(fields, prefix, kv.second, origin, base_dir, config);
+  }
+}
+
 // Applies one YAML document (a mapping of sections) onto `config`.
 void apply_document(Config& config, const YAML::Node& root, const std::string& origin, const std::string& base_dir) {
   if (!root || root.IsNull()) return;  // an empty file means "all defaults"
@@ -96,6 +119,9 @@ void apply_document(Config& config, const YAML::Node& root, const std::string& o
     if (name == "inputs") {
       inputs_node = section.second;
       has_inputs = true;
+    } else if (name == "models") {
+      apply_models(config, section.second, origin, base_dir);
+      fields = schema(config);  // (bound to the models now there)
     } else if (name == "input") {
       auto input_fields = input_schema(config.input, "input");
       apply_mapping(input_fields, "input", section.second, origin, base_dir, config);
@@ -374,20 +400,42 @@ std::string for_stream(const std::string& path_template, const std::string& stre
   return out;
 }
 
-Input parse_input(const Config& base, const std::string& text, const std::string& origin) {
+namespace {
+
+// A request's body (JSON or YAML text) as a mapping; `expected` says what it should have been.
+YAML::Node body_mapping(const std::string& text, const std::string& origin, const char* expected) {
   YAML::Node node;
   try {
     node = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: not JSON or YAML: {}", origin, e.msg));
   }
-  if (!node.IsMap()) throw ConfigError(fmt::format("{}: expected a mapping of input keys, got {}", origin, describe(node)));
+  if (!node.IsMap()) throw ConfigError(fmt::format("{}: expected {}, got {}", origin, expected, describe(node)));
+  return node;
+}
+
+}  // namespace
+
+Input with_regions(const Config& base, const Input& input, const std::string& text, const std::string& origin) {
+  const auto node = body_mapping(text, origin, "{regions: [...], whole: …}");
+  Config scratch = base;
+  Input out = input;
+  auto fields = input_schema(out, "input");
+  std::erase_if(fields, [](const Field& f) { return f.path != "input.regions" && f.path != "input.whole"; });
+  apply_mapping(fields, "input", node, origin, "", scratch);
+  validate_regions(base, out, "input");
+  return out;
+}
+
+Input parse_input(const Config& base, const std::string& text, const std::string& origin) {
+  const auto node = body_mapping(text, origin, "a mapping of input keys");
   Config scratch = base;  // (the key bookkeeping goes here)
   Input in = base.input;
   in.name.clear();
   auto fields = input_schema(in, "input");
   apply_mapping(fields, "input", node, origin, "", scratch);
   validate_stream(in, "input");
+  validate_regions(base, in, "input");
   return in;
 }
 
@@ -405,22 +453,37 @@ std::string input_yaml(const Input& input, const Input& base) {
   return flow(n);
 }
 
-void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base) {
+void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base,
+                 const std::vector<std::string>& added_over_api) {
   std::string text = "# The streams of a running video-classifier as changed over its API (api.state_file); written by it.\ninputs:\n";
   for (const auto& in : inputs) text += "  - " + input_yaml(in, base) + "\n";
-  const auto tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw IoError(fmt::format("{}: cannot write the streams file", tmp));
+  if (!added_over_api.empty()) {
+    YAML::Emitter names;
+    names << YAML::Flow << added_over_api;
+    text += std::string("added_over_api: ") + names.c_str() + "\n";
   }
+  const auto tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw IoError(fmt::format("{}: cannot write the streams file: {}", tmp, std::strerror(errno)));
+  ::fchmod(fd, 0600);  // (a temporary file left by an older run may have had other permissions)
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  const bool synced = done == text.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced) throw IoError(fmt::format("{}: cannot write the streams file", tmp));
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw IoError(fmt::format("{}: cannot write the streams file: {}", path, ec.message()));
 }
 
-void load_inputs(Config& config, const std::string& path) {
+namespace {
+
+YAML::Node load_streams_file(const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -429,11 +492,31 @@ void load_inputs(Config& config, const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: {}", path, e.msg));
   }
-  if (!root.IsMap() || !root["inputs"] || root.size() != 1) {
-    throw ConfigError(fmt::format("{}: a streams file holds `inputs:` and nothing else", path));
-  }
+  const bool only_known = root.IsMap() && root["inputs"] && root.size() == (root["added_over_api"] ? 2u : 1u);
+  if (!only_known) throw ConfigError(fmt::format("{}: a streams file holds `inputs:` and nothing else (but `added_over_api:`)", path));
+  return root;
+}
+
+}  // namespace
+
+void load_inputs(Config& config, const std::string& path) {
+  YAML::Node root = load_streams_file(path);
+  root.remove("added_over_api");
   apply_document(config, root, path, "");
   for (size_t i = 0; i < config.inputs.size(); ++i) validate_stream(config.inputs[i], fmt::format("inputs.{}", i));
+}
+
+std::vector<std::string> load_added_over_api(const std::string& path) {
+  const YAML::Node root = load_streams_file(path);
+  std::vector<std::string> names;
+  if (const auto list = root["added_over_api"]) {
+    if (!list.IsSequence()) throw ConfigError(fmt::format("{}: added_over_api: a list of stream names", path));
+    for (const auto& n : list) {
+      if (!n.IsScalar()) throw ConfigError(fmt::format("{}: added_over_api: a list of stream names", path));
+      names.push_back(n.Scalar());
+    }
+  }
+  return names;
 }
 
 }  // namespace vc::config

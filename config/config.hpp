@@ -3,9 +3,11 @@
 // file:line:column and the key path); apply_override() applies a command-line `key.path=value`. Every choice
 // is an enum here, parsed once by the schema (config.cpp), so the rest of the code never compares strings.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +49,20 @@ struct Reconnect {
   double max_delay_s = 30;                // longest wait between restarts
 };
 
+// A part of a stream's picture classified on its own, by a model of its own (a gate, a doormat, a parking space).
+struct Region {
+  std::string name;                       // names its results, events, topics and metrics
+  std::array<double, 4> box{0, 0, 0, 0};  // x, y, width, height: pixels of the picture as shown, or all four 0-1: fractions
+  std::string model = "default";          // a name of `models:` ("default" = `model:`)
+  int every = 1;                          // classify every Nth frame
+
+  // Whether the box is given as fractions of the picture (every value within 0..1) rather than pixels.
+  [[nodiscard]] bool fractions() const {
+    return std::all_of(box.begin(), box.end(), [](double v) { return v >= 0 && v <= 1; });
+  }
+  bool operator==(const Region&) const = default;
+};
+
 // One stream. `inputs:` is a list of these; `input:` is the one-stream form and the defaults of every entry.
 struct Input {
   std::string name;                       // "" = stream0, stream1, … (by position)
@@ -68,6 +84,8 @@ struct Input {
   double stall_timeout_s = 10;            // no frame for this long: a live source restarts, a file fails; 0 = off
   double start_timeout_s = 20;            // from a (re)start to the first frame, the stall allowance; 0 = stall_timeout_s
   Reconnect reconnect;
+  std::vector<Region> regions;            // parts classified on their own; none: the whole picture
+  bool whole = false;                     // with regions: classify the whole picture too (by `model:`)
 };
 
 struct Output {
@@ -128,7 +146,7 @@ struct Overlay {
   Rgb text_color{255, 255, 255};
   Rgb bar_color{0, 200, 80};
   Rgb background_color{0, 0, 0};
-  double background_alpha = 0.55;         // 0 = no panel, 1 = opaque
+  double background_alpha = 0.7;          // 0 = no panel, 1 = opaque (a backing that keeps text legible on busy pictures)
   bool show_fps = true;
   bool show_latency = true;
 };
@@ -179,6 +197,11 @@ struct Api {
   double rate_per_s = 10;                 // changes per second per client
   int mjpeg_clients = 8;
   double snapshot_interval_s = 0.5;
+  // The HTTP server's bounds (with or without the API): Host names it answers to besides localhost and IP addresses,
+  // connections at once in all and from one client address.
+  std::vector<std::string> allowed_hosts;
+  int max_connections = 512;
+  int max_connections_per_client = 32;
 };
 
 // A rule that turns what a stream shows into events a person can act on (pipeline/events/).
@@ -186,6 +209,7 @@ struct EventRule {
   std::string name;
   std::vector<std::string> labels;        // any of these, as the smoothed label ("*": any label)
   std::vector<std::string> streams;       // empty = every stream
+  std::vector<std::string> regions;       // empty = the whole picture; else these regions (by name) only
   double min_confidence = 0.5;            // the smoothed score it must have
   double min_duration_s = 1;              // how long it must hold before an event opens
   double cooldown_s = 10;                 // after an event ends, no new one of this rule on that stream for this long
@@ -212,7 +236,8 @@ struct Config {
   Input input;                            // the `input:` section: the one stream, or the defaults of `inputs:`
   std::vector<Input> inputs{Input{}};     // the streams (never empty); without `inputs:` it is {input}
   Output output;
-  Model model;
+  Model model;                            // the `default` model
+  std::map<std::string, Model> models;    // the other models, by name (`models:`; its `default` entry is `model:`)
   Inference inference;
   Overlay overlay;
   Smoothing smoothing;
@@ -274,19 +299,47 @@ bool single_image_output(const std::string& path);
 // A stream's name put into a path or topic template: "out/{stream}.mp4" -> "out/cam1.mp4".
 std::string for_stream(const std::string& path_template, const std::string& stream_name);
 
+// The configuration as `name`'s model sees it: `model` is that model's section, and its explicitly set keys are
+// recorded as "model.KEY" (what the model file's card may not override). "default": the configuration as it is.
+// Throws vc::ConfigError for a name `models:` does not have.
+Config for_model(const Config& config, const std::string& name);
+// The models the streams use ("default" first when any stream or the API classifies whole pictures), each once.
+std::vector<std::string> models_in_use(const Config& config);
+// A region's box in whole pixels of a picture `width` x `height` as shown; nullopt when it is not inside it.
+struct PixelBox {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+std::optional<PixelBox> region_pixels(const Region& region, int width, int height);
+// "region 'gate': box [10, 10, 700, 50] is not inside the 640x480 picture": why region_pixels gave nothing.
+std::string region_outside(const Region& region, int width, int height);
+// region_outside() of the first of `regions` not inside the picture, or nullopt.
+std::optional<std::string> regions_outside(const std::vector<Region>& regions, int width, int height);
+// Checks a stream's regions (names, boxes, every) against the models `config` has; `key` names the stream's section.
+void validate_regions(const Config& config, const Input& input, const std::string& key);
+
+// A name that goes into file names, MQTT topics and URLs (streams, rules, regions, models): 1-64 letters, digits,
+// '_', '-' or '.', not only dots.
+bool valid_stream_name(const std::string& name);
+
 // One stream's own checks (what validate() does for each entry of inputs:), its name required. Throws vc::ConfigError.
 void validate_stream(const Input& input, const std::string& key);
 // One stream from a mapping of input keys (YAML or JSON text, e.g. a request's body), on `base`'s `input:` defaults,
 // checked as an entry of `inputs:` is (the same errors); its name is required. Throws vc::ConfigError.
 Input parse_input(const Config& base, const std::string& text, const std::string& origin);
+// `input` with its regions and `whole` replaced by those of a mapping {regions: [...], whole: …} (YAML or JSON text; a
+// key left out keeps its value), checked as validate_regions does. Throws vc::ConfigError.
+Input with_regions(const Config& base, const Input& input, const std::string& text, const std::string& origin);
 // A stream as the mapping of its keys (flow YAML; parse_input reads it back on `base`): its name, its kind and the
 // keys whose values differ from `base`'s (the config's `input:` defaults).
 std::string input_yaml(const Input& input, const Input& base = Input{});
-// The streams file (api.state_file): `inputs:` as a YAML list. save: written whole or not at all (a temporary file
-// renamed). load: replaces config.inputs, each stream checked as in a config file. Throws vc::IoError /
-// vc::ConfigError.
-void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base = Input{});
+// The streams file (api.state_file): `inputs:` as a YAML list, and `added_over_api:` the names of those added over
+// the API (SIGHUP leaves them be). save: written whole or not at all (a temporary file renamed), readable by its
+// owner only (a camera's URI may hold its password). load: replaces config.inputs, each stream checked as in a
+// config file. Throws vc::IoError / vc::ConfigError.
+void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base = Input{},
+                 const std::vector<std::string>& added_over_api = {});
 void load_inputs(Config& config, const std::string& path);
+std::vector<std::string> load_added_over_api(const std::string& path);
 
 }  // namespace vc::config
 

@@ -7,13 +7,36 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include "config/errors.hpp"
+#include "config/redact.hpp"
 
 namespace vc::log {
 namespace {
 
+// Every message goes out with the credentials of any URI in it replaced (config/redact.hpp): a camera's password
+// never reaches a log, whoever wrote the message (a GStreamer error quoting its URI included).
+class RedactingSink final : public spdlog::sinks::sink {
+ public:
+  explicit RedactingSink(spdlog::sink_ptr inner) : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    if (payload.find("://") == std::string_view::npos) return inner_->log(msg);
+    const std::string clean = config::redact_credentials(payload);
+    spdlog::details::log_msg copy = msg;
+    copy.payload = spdlog::string_view_t(clean.data(), clean.size());
+    inner_->log(copy);
+  }
+  void flush() override { inner_->flush(); }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override { inner_->set_formatter(std::move(formatter)); }
+
+ private:
+  spdlog::sink_ptr inner_;
+};
+
 struct Registry {
   std::mutex mutex;
-  std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stderr_color_sink_mt>()};
+  std::vector<spdlog::sink_ptr> sinks{
+      std::make_shared<RedactingSink>(std::make_shared<spdlog::sinks::stderr_color_sink_mt>())};
   spdlog::level::level_enum level = spdlog::level::info;
 };
 
@@ -51,7 +74,7 @@ void set_level(const std::string& level) {
 void add_file_sink(const std::string& path) {
   spdlog::sink_ptr sink;
   try {
-    sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path);
+    sink = std::make_shared<RedactingSink>(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path));
   } catch (const spdlog::spdlog_ex& e) {
     throw NoInputError("cannot open log file '" + path + "': " + e.what());
   }

@@ -71,68 +71,6 @@ const char* name_of(E v) {
 
 }  // namespace
 
-// ---- Errors that say where.
-
-// Where a value came from, for error messages: "file.yaml:3:7" or "--set a.b=c".
-std::string where(const std::string& origin, const YAML::Node& node, bool has_marks) {
-  if (!has_marks || node.Mark().is_null()) return origin;
-  return fmt::format("{}:{}:{}", origin, node.Mark().line + 1, node.Mark().column + 1);
-}
-
-[[noreturn]] void reject(const std::string& at, const std::string& path, const std::string& why) {
-  throw ConfigError(fmt::format("{}: {}: {}", at, path, why), path);
-}
-
-std::string describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "nothing (null)";
-    default: return fmt::format("'{}'", node.Scalar());
-  }
-}
-
-// A mapping key as text; keys that are lists or mappings are a configuration error, not a crash.
-std::string key_text(const YAML::Node& key, const std::string& at, const std::string& parent) {
-  if (!key.IsScalar()) reject(at, parent.empty() ? "<top level>" : parent, "a key must be a name, got " + describe(key));
-  return key.Scalar();
-}
-
-// Levenshtein distance, for "did you mean".
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean top_k?)" when a known name is close to `wrong`, else "".
-std::string did_you_mean(const std::string& wrong, const std::vector<std::string>& known) {
-  std::string best;
-  size_t best_distance = SIZE_MAX;
-  auto squash = [](std::string s) {
-    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '_' || c == '-'; }), s.end());
-    return s;
-  };
-  for (const auto& k : known) {
-    const size_t d = squash(k) == squash(wrong) ? 0 : edit_distance(k, wrong);
-    if (d < best_distance) {
-      best_distance = d;
-      best = k;
-    }
-  }
-  const size_t limit = std::max<size_t>(2, wrong.size() / 3);
-  return !best.empty() && best_distance <= limit && best_distance < wrong.size() ? fmt::format(" (did you mean {}?)", best) : "";
-}
-
 namespace {
 
 // ---- The field types of the schema.
@@ -140,6 +78,7 @@ namespace {
 template <typename T>
 T scalar_as(const YAML::Node& node, const std::string& at, const std::string& path, const char* type_name) {
   if (!node.IsScalar()) reject(at, path, fmt::format("expected {}, got {}", type_name, describe(node)));
+  if constexpr (std::is_same_v<T, std::string>) return plain_text(node.Scalar(), at, path);
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {
@@ -223,8 +162,8 @@ Field boolean(std::string path, bool* field, std::string description) {
   return f;
 }
 
-template <typename T>
-Field triple(std::string path, std::array<T, 3>* field, T lo, T hi, std::string description) {
+template <typename T, size_t N>
+Field numbers(std::string path, std::array<T, N>* field, T lo, T hi, std::string description) {
   Field f{std::move(path), std::move(description), {}, {}};
   f.get = [field] {
     YAML::Node n(YAML::NodeType::Sequence);
@@ -233,11 +172,11 @@ Field triple(std::string path, std::array<T, 3>* field, T lo, T hi, std::string 
     return n;
   };
   f.set = [field, lo, hi, p = f.path](const YAML::Node& node, const SetContext& ctx) {
-    if (!node.IsSequence() || node.size() != 3) {
-      reject(ctx.at, p, fmt::format("expected a list of 3 numbers, got {}", describe(node)));
+    if (!node.IsSequence() || node.size() != N) {
+      reject(ctx.at, p, fmt::format("expected a list of {} numbers, got {}", N, describe(node)));
     }
-    std::array<T, 3> value{};
-    for (size_t i = 0; i < 3; ++i) {
+    std::array<T, N> value{};
+    for (size_t i = 0; i < N; ++i) {
       value[i] = scalar_as<T>(node[i], ctx.at, fmt::format("{}[{}]", p, i), std::is_integral_v<T> ? "an integer" : "a number");
       if (!(value[i] >= lo && value[i] <= hi)) {
         reject(ctx.at, fmt::format("{}[{}]", p, i), fmt::format("{} is out of range [{}, {}]", value[i], lo, hi));
@@ -322,7 +261,7 @@ Field string_list(std::string path, std::vector<std::string>* field, std::string
   f.set = [field, p = f.path](const YAML::Node& node, const SetContext& ctx) {
     if (node.IsNull()) return field->clear();
     if (node.IsScalar()) {  // one name alone
-      *field = {node.Scalar()};
+      *field = {plain_text(node.Scalar(), ctx.at, p)};
       return;
     }
     if (!node.IsSequence()) reject(ctx.at, p, fmt::format("expected a list of names, got {}", describe(node)));
@@ -341,6 +280,7 @@ std::vector<Field> rule_fields(EventRule& r) {
       text("name", &r.name, "the rule's name (events, clips and topics carry it)"),
       string_list("labels", &r.labels, "the labels that make it hold (any of them, as the smoothed label; '*' = any label)"),
       string_list("streams", &r.streams, "the streams it watches; empty = every stream"),
+      string_list("regions", &r.regions, "the regions it watches (by name); empty = the whole picture"),
       number("min_confidence", &r.min_confidence, 0.0, 1.0, "the smoothed score a label must have"),
       number("min_duration_s", &r.min_duration_s, 0.0, 3600.0, "how long it must hold before an event opens"),
       number("cooldown_s", &r.cooldown_s, 0.0, 86400.0, "after an event ends, how long before the next may open"),
@@ -348,30 +288,45 @@ std::vector<Field> rule_fields(EventRule& r) {
   };
 }
 
-// events.rules: a list of rules, each a mapping of rule_fields.
-Field rule_list(std::string path, std::vector<EventRule>* field, std::string description) {
+// The keys of one region.
+std::vector<Field> region_fields(Region& r) {
+  return {
+      text("name", &r.name, "the region's name (its results, events, topics and metrics carry it)"),
+      numbers("box", &r.box, 0.0, 16384.0, "[x, y, width, height] in pixels of the picture as shown (after rotation), "
+                                           "or all four 0-1: fractions of it"),
+      text("model", &r.model, "the model that classifies it: a name of models: (default = model:)"),
+      number("every", &r.every, 1, 100000, "classify every Nth frame (a slow-changing state needs 1-2 a second)"),
+  };
+}
+
+// A list of mappings (events.rules, input.regions): each item's keys are keys_of(item); `complete` rejects an item
+// that lacks what it needs. `plural` names the items ("rules"), `one` shows what one looks like.
+template <typename T>
+Field mapping_list(std::string path, std::vector<T>* field, std::string description, std::vector<Field> (*keys_of)(T&),
+                   const char* plural, const char* one,
+                   void (*complete)(const T&, const YAML::Node&, const std::string& at, const std::string& key)) {
   Field f{std::move(path), std::move(description), {}, {}};
-  f.get = [field] {
+  f.get = [field, keys_of] {
     YAML::Node n(YAML::NodeType::Sequence);
-    for (auto rule : *field) {
-      YAML::Node r(YAML::NodeType::Map);
-      for (const auto& k : rule_fields(rule)) r[k.path] = k.get();
-      r.SetStyle(YAML::EmitterStyle::Flow);
-      n.push_back(r);
+    for (auto item : *field) {
+      YAML::Node m(YAML::NodeType::Map);
+      for (const auto& k : keys_of(item)) m[k.path] = k.get();
+      m.SetStyle(YAML::EmitterStyle::Flow);
+      n.push_back(m);
     }
     return n;
   };
-  f.set = [field, p = f.path](const YAML::Node& node, const SetContext& ctx) {
+  f.set = [field, keys_of, plural, one, complete, p = f.path](const YAML::Node& node, const SetContext& ctx) {
     if (node.IsNull()) return field->clear();
-    if (!node.IsSequence()) reject(ctx.at, p, fmt::format("expected a list of rules, got {}", describe(node)));
-    std::vector<EventRule> rules;
+    if (!node.IsSequence()) reject(ctx.at, p, fmt::format("expected a list of {}, got {}", plural, describe(node)));
+    std::vector<T> items;
     for (size_t i = 0; i < node.size(); ++i) {
       const auto key = fmt::format("{}[{}]", p, i);
       const YAML::Node& item = node[i];
       const auto at = where(ctx.origin, item, true);
-      if (!item.IsMap()) reject(at, key, "expected a rule: {name, labels, …}, got " + describe(item));
-      EventRule rule;
-      auto fields = rule_fields(rule);
+      if (!item.IsMap()) reject(at, key, fmt::format("expected {}, got {}", one, describe(item)));
+      T value;
+      auto fields = keys_of(value);
       std::vector<std::string> known;
       for (const auto& k : fields) known.push_back(k.path);
       for (const auto& kv : item) {
@@ -383,18 +338,46 @@ Field rule_list(std::string path, std::vector<EventRule>* field, std::string des
         }
         match->set(kv.second, {where(ctx.origin, kv.second, true), ctx.base_dir, ctx.origin});
       }
-      if (rule.name.empty()) reject(at, key + ".name", "a rule needs a name");
-      if (rule.labels.empty()) reject(at, key + ".labels", "a rule needs at least one label");
-      rules.push_back(std::move(rule));
+      complete(value, item, at, key);
+      items.push_back(std::move(value));
     }
-    *field = std::move(rules);
+    *field = std::move(items);
   };
   return f;
+}
+
+void complete_rule(const EventRule& rule, const YAML::Node&, const std::string& at, const std::string& key) {
+  if (rule.name.empty()) reject(at, key + ".name", "a rule needs a name");
+  if (rule.labels.empty()) reject(at, key + ".labels", "a rule needs at least one label");
+}
+
+void complete_region(const Region& region, const YAML::Node& item, const std::string& at, const std::string& key) {
+  if (region.name.empty()) reject(at, key + ".name", "a region needs a name");
+  if (!item["box"]) reject(at, key + ".box", "a region needs a box: [x, y, width, height]");
+  if (region.box[2] <= 0 || region.box[3] <= 0) reject(at, key + ".box", "the box's width and height must be more than 0");
 }
 
 }  // namespace
 
 // ---- The schema.
+
+std::vector<Field> model_fields(Model& m, const std::string& prefix) {
+  const auto k = [&](const char* key) { return prefix + "." + key; };
+  return {
+      path(k("weights"), &m.weights, "ResNet weights (.safetensors, torchvision/timm names); empty = bundled model"),
+      path(k("labels"), &m.labels, "class names, one per line; empty = the model file's own"),
+      text(k("architecture"), &m.architecture, "network; auto = inferred from the weights",
+           {"auto", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
+            "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2"}),
+      number(k("input_size"), &m.input_size, 16, 1024, "square model input size in pixels"),
+      choice(k("resize"), &m.resize, "how frames are fitted to the input"),
+      number(k("crop_ratio"), &m.crop_ratio, 0.1, 1.0, "crop: input_size / shorter side after resize"),
+      numbers(k("mean"), &m.mean, -10.0, 10.0, "per-channel mean (RGB, 0..1 units)"),
+      numbers(k("std"), &m.std, 1e-6, 10.0, "per-channel standard deviation (RGB, 0..1 units)"),
+      number(k("top_k"), &m.top_k, 1, 100, "labels reported per frame"),
+      number(k("bn_eps"), &m.bn_eps, 0.0, 1.0, "BatchNorm epsilon used when folding")
+  };
+}
 
 std::vector<Field> input_schema(Input& i, const std::string& prefix) {
   const auto k = [&](const char* key) { return prefix + "." + key; };
@@ -429,6 +412,11 @@ std::vector<Field> input_schema(Input& i, const std::string& prefix) {
              "live source: restarts after a failure or stall before it gives up; 0 = no limit"),
       number(k("reconnect.delay_s"), &i.reconnect.delay_s, 0.0, 3600.0, "first wait before a restart (doubles each time)"),
       number(k("reconnect.max_delay_s"), &i.reconnect.max_delay_s, 0.0, 3600.0, "longest wait between restarts"),
+      mapping_list(k("regions"), &i.regions,
+                   "parts of the picture classified on their own: [{name, box: [x, y, w, h], model, every}]; none = "
+                   "the whole picture", region_fields, "regions", "a region: {name, box: [x, y, w, h], model, every}",
+                   complete_region),
+      boolean(k("whole"), &i.whole, "with regions: classify the whole picture too (by model:)"),
   };
 }
 
@@ -438,7 +426,7 @@ std::vector<Field> schema(Config& c) {
   auto& n = c.inference;
   auto& v = c.overlay;
   auto& q = c.mqtt;
-  return {
+  std::vector<Field> fields = {
       choice("output.kind", &o.kind, "where labelled video goes"),
       path("output.path", &o.path, "file: .mp4/.mkv/.mov ({stream} = one per stream); images: a directory"),
       boolean("output.tiled", &o.tiled, "all streams in one mosaic (file, display, rtsp)"),
@@ -460,19 +448,12 @@ std::vector<Field> schema(Config& c) {
       number("output.collect.max_per_minute", &o.collect_per_minute, 0.01, 6000.0,
              "at most this many collected frames per stream per minute of stream time"),
 
-      path("model.weights", &m.weights, "ResNet weights (.safetensors, torchvision/timm names); empty = bundled model"),
-      path("model.labels", &m.labels, "class names, one per line; empty = the model file's own"),
-      text("model.architecture", &m.architecture, "network; auto = inferred from the weights",
-           {"auto", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
-            "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2"}),
-      number("model.input_size", &m.input_size, 16, 1024, "square model input size in pixels"),
-      choice("model.resize", &m.resize, "how frames are fitted to the input"),
-      number("model.crop_ratio", &m.crop_ratio, 0.1, 1.0, "crop: input_size / shorter side after resize"),
-      triple("model.mean", &m.mean, -10.0, 10.0, "per-channel mean (RGB, 0..1 units)"),
-      triple("model.std", &m.std, 1e-6, 10.0, "per-channel standard deviation (RGB, 0..1 units)"),
-      number("model.top_k", &m.top_k, 1, 100, "labels reported per frame"),
-      number("model.bn_eps", &m.bn_eps, 0.0, 1.0, "BatchNorm epsilon used when folding"),
-
+  };
+  for (auto& f : model_fields(m, "model")) fields.push_back(std::move(f));
+  for (auto& [name, model] : c.models) {
+    for (auto& f : model_fields(model, "models." + name)) fields.push_back(std::move(f));
+  }
+  std::vector<Field> rest = {
       choice("inference.device", &n.device, "engine: cuda (cuDNN) or cpu (reference); auto picks cuda if usable"),
       number("inference.gpu_id", &n.gpu_id, 0, 63, "CUDA device ordinal (one GPU)"),
       gpu_list("inference.gpus", &n.gpus, &n.all_gpus,
@@ -496,9 +477,9 @@ std::vector<Field> schema(Config& c) {
              "smoothed label"),
       number("overlay.font_scale", &v.font_scale, 0.1, 10.0, "text size (scaled with the frame)"),
       choice("overlay.position", &v.position, "panel corner"),
-      triple("overlay.text_color", &v.text_color, 0, 255, "text colour [R, G, B]"),
-      triple("overlay.bar_color", &v.bar_color, 0, 255, "confidence bar colour [R, G, B]"),
-      triple("overlay.background_color", &v.background_color, 0, 255, "panel colour [R, G, B]"),
+      numbers("overlay.text_color", &v.text_color, 0, 255, "text colour [R, G, B]"),
+      numbers("overlay.bar_color", &v.bar_color, 0, 255, "confidence bar colour [R, G, B]"),
+      numbers("overlay.background_color", &v.background_color, 0, 255, "panel colour [R, G, B]"),
       number("overlay.background_alpha", &v.background_alpha, 0.0, 1.0, "panel opacity"),
       boolean("overlay.show_fps", &v.show_fps, "show frames per second"),
       boolean("overlay.show_latency", &v.show_latency, "show capture-to-result latency"),
@@ -534,9 +515,10 @@ std::vector<Field> schema(Config& c) {
              "messages held while the broker is away; beyond, the oldest are dropped (counted)"),
 
       path("events.dir", &c.events.dir, "where clips, snapshots and events.jsonl go (a folder per stream)"),
-      rule_list("events.rules", &c.events.rules,
+      mapping_list("events.rules", &c.events.rules,
                 "rules that open events: [{name, labels: [...], streams: [...], min_confidence, min_duration_s, "
-                "cooldown_s, max_duration_s}]; none = no events"),
+                "cooldown_s, max_duration_s}]; none = no events", rule_fields, "rules", "a rule: {name, labels, …}",
+                complete_rule),
       number("events.pre_s", &c.events.pre_s, 0.0, 60.0, "seconds before an event's start that its clip holds"),
       number("events.post_s", &c.events.post_s, 0.0, 600.0, "seconds after its end that its clip holds"),
       number("events.release_s", &c.events.release_s, 0.0, 600.0,
@@ -567,6 +549,12 @@ std::vector<Field> schema(Config& c) {
       number("api.mjpeg_clients", &c.api.mjpeg_clients, 0, 256, "live.mjpeg viewers at once (beyond: 503)"),
       number("api.snapshot_interval_s", &c.api.snapshot_interval_s, 0.05, 60.0,
              "a stream's snapshot is made at most this often; requests in between get the last one"),
+      string_list("api.allowed_hosts", &c.api.allowed_hosts,
+                  "host names the HTTP server answers to besides localhost and IP addresses ('*': any); others get 403"),
+      number("api.max_connections", &c.api.max_connections, 1, 65536,
+             "HTTP connections open at once, every client together (beyond: closed at once)"),
+      number("api.max_connections_per_client", &c.api.max_connections_per_client, 1, 65536,
+             "HTTP connections open at once from one address (beyond: closed at once)"),
 
       boolean("metrics.enabled", &c.metrics.enabled, "serve /metrics (Prometheus), /healthz and /readyz over HTTP"),
       text("metrics.address", &c.metrics.address, "address to listen on"),
@@ -574,6 +562,8 @@ std::vector<Field> schema(Config& c) {
       number("metrics.stall_s", &c.metrics.stall_s, 1.0, 86400.0,
              "/healthz fails when a running stream's last frame is older than this"),
   };
+  for (auto& f : rest) fields.push_back(std::move(f));
+  return fields;
 }
 
 }  // namespace detail

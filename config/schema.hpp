@@ -29,7 +29,9 @@ struct Field {
 
 // The keys of one stream, under `prefix` ("input" or "inputs.N"), bound to `input`'s fields.
 std::vector<Field> input_schema(Input& input, const std::string& prefix);
-// Every other key, bound to `config`'s fields.
+// The keys of one model section under `prefix` ("model" or "models.NAME"), bound to `model`'s fields.
+std::vector<Field> model_fields(Model& model, const std::string& prefix);
+// Every other key, bound to `config`'s fields (the models of `models:` included).
 std::vector<Field> schema(Config& config);
 
 // Where a value came from, for error messages: "file.yaml:3:7" or "--set a.b=c".
@@ -37,6 +39,9 @@ std::string where(const std::string& origin, const YAML::Node& node, bool has_ma
 [[noreturn]] void reject(const std::string& at, const std::string& path, const std::string& why);
 // "a mapping", "a list", "'text'": what a node is, for error messages.
 std::string describe(const YAML::Node& node);
+// `text` itself, or a configuration error for a control character in it (but tab and newline): nothing the app is
+// configured with needs one, and a value ending in a carriage return would not read back as written.
+std::string plain_text(std::string text, const std::string& at, const std::string& path);
 // A mapping key as text; keys that are lists or mappings are a configuration error, not a crash.
 std::string key_text(const YAML::Node& key, const std::string& at, const std::string& parent);
 // " (did you mean top_k?)" when a known name is close to `wrong`, else "".

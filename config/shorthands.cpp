@@ -29,10 +29,12 @@ bool ends_with_any(const std::string& s, std::initializer_list<const char*> suff
 
 constexpr int kMinFrameSide = 16;  // below this no encoder or model input makes sense
 
-// A stream's name goes into file names ({stream}), MQTT topics and URLs: a safe path component, never "." or "..".
-bool valid_stream_name(const std::string& n) {
-  return !n.empty() && n.size() <= 64 && n.find_first_not_of('.') != std::string::npos &&
-         std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.'; });
+
+// Names the app gives files of its own beside the streams' folders and files (events.dir, output.collect.dir).
+bool reserved_stream_name(std::string n) {
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  const auto ends = [&](const std::string& tail) { return n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0; };
+  return n == "index.jsonl" || n == "events.jsonl" || n == "collect.jsonl" || ends(".tmp") || ends(".partial");
 }
 
 void validate_input(const Input& in, const std::string& key) {
@@ -77,12 +79,21 @@ void set_rtsp(Config& c, const std::string& spec) {
 
 }  // namespace
 
+bool valid_stream_name(const std::string& n) {
+  return !n.empty() && n.size() <= 64 && n.find_first_not_of('.') != std::string::npos &&
+         std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.'; });
+}
+
 void validate_stream(const Input& in, const std::string& key) {
   validate_input(in, key);
   if (in.name.empty()) throw ConfigError(fmt::format("{}.name: required (it names the stream's files, topics and URLs)", key), key + ".name");
   if (!valid_stream_name(in.name)) {
     throw ConfigError(fmt::format("{}.name: '{}' must be 1-64 letters, digits, '_', '-' or '.' (not only dots): it "
                                   "names files, topics and URLs", key, in.name), key + ".name");
+  }
+  if (reserved_stream_name(in.name)) {
+    throw ConfigError(fmt::format("{}.name: '{}' is a name the app uses for its own files (index.jsonl, events.jsonl, "
+                                  "collect.jsonl, *.tmp, *.partial): choose another", key, in.name), key + ".name");
   }
 }
 
@@ -101,7 +112,15 @@ void validate(Config& c) {
                                     "names files, topics and URLs", key, in.name));
     }
     if (!names.insert(in.name).second) throw ConfigError(fmt::format("{}.name: '{}' names two streams", key, in.name));
+    validate_regions(c, in, key);
   }
+  for (const auto& [name, model] : c.models) {
+    if (!valid_stream_name(name) || name == "default") {
+      throw ConfigError(fmt::format("models.{}: a model's name must be 1-64 letters, digits, '_', '-' or '.' (it names "
+                                    "results and metrics), and not 'default' (that is model:)", name));
+    }
+  }
+  validate_regions(c, c.input, "input");
   const auto& o = c.output;
   const bool several = c.inputs.size() > 1 || c.api.enabled;  // (streams may be added over the API)
   if (o.kind == OutputKind::File) {

@@ -1,5 +1,6 @@
 #include "inference/classifier.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <future>
@@ -24,6 +25,7 @@ class CpuClassifier final : public Classifier {
  public:
   CpuClassifier(LoadedModel model, int threads, int batch)
       : engine_(std::move(model.network), threads), threads_(threads), batch_(batch) {
+    engine_.set_interrupt(&interrupted_);
     settings_ = std::move(model.settings);
     architecture_ = engine_.network().architecture;
     params_ = inference::preprocess_params(settings_.model);
@@ -36,6 +38,7 @@ class CpuClassifier final : public Classifier {
   int max_in_flight() const override { return 1; }
 
   void submit(std::span<const FrameView> frames) override {
+    if (interrupted_) throw Interrupted("the CPU engine was stopped (the run is stopping)");
     if (!pending_.empty()) throw InternalError("CPU classifier: collect() the previous batch first");
     if (frames.empty() || int(frames.size()) > batch_) {
       throw DataError(fmt::format("{} frames for a batch of at most {}", frames.size(), batch_));
@@ -50,6 +53,7 @@ class CpuClassifier final : public Classifier {
   }
 
   bool ready() override { return !pending_.empty(); }  // the work is done in submit()
+  void interrupt() override { interrupted_ = true; }
 
   void collect(std::vector<float>& logits) override {
     if (pending_.empty()) throw InternalError("CPU classifier: nothing submitted");
@@ -63,6 +67,7 @@ class CpuClassifier final : public Classifier {
   int batch_;
   std::vector<uint16_t> input_;
   std::deque<std::vector<float>> pending_;
+  std::atomic<bool> interrupted_{false};
 };
 
 // Every floating-point tensor of the file must be finite: a NaN or Inf weight would make every score NaN.

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct ModelSettings {
 // The model settings in force — the configuration merged with the model file's card — without building the
 // network (for `video-classifier config`). Throws as load_model does for an unreadable file.
 ModelSettings model_settings(const config::Config& config);
+
+// What submit() throws once interrupt() has been called: the batch was cut short and has no logits.
+struct Interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class Classifier {
  public:
@@ -54,6 +60,10 @@ class Classifier {
   virtual void collect(std::vector<float>& logits) = 0;
   // Whether the oldest submitted batch has finished: collect() would not wait. False when nothing was submitted.
   [[nodiscard]] virtual bool ready() = 0;
+  // The run is stopping (Ctrl-C): a batch that takes seconds stops as soon as it can — the CPU engine between two
+  // layers — and this and every later submit() throw Interrupted. The GPU engine's batches take milliseconds: they
+  // finish. Callable from any thread.
+  virtual void interrupt() {}
 
   // submit + collect, one row per frame.
   std::vector<std::vector<float>> classify(std::span<const FrameView> frames);

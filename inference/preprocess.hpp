@@ -9,6 +9,10 @@
 // 8-bit units (value / 4: the 10-bit code of an 8-bit value is 4 times it, as BT.709/BT.2020 define), never rounded
 // to 8 bits first. Letterbox bars are black (RGB 0,0,0, normalized). Channels past the third (padding for the
 // first layer) are 0.
+//
+// A crop (a region of the picture) is read as if it were the whole picture: the box, in whole pixels of the frame
+// as shown, is resized by the model's rule, and its taps are clamped to the box's own edges — exactly what
+// converting the frame to RGB, cutting the box out and preprocessing the cut image gives.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +31,12 @@ PixelFormat parse_pixel_format(const std::string& name);
 ResizeMode parse_resize_mode(const std::string& name);    // "stretch", "crop", "letterbox"
 const char* pixel_format_name(PixelFormat f);
 
+// A part of the picture as shown (after rotation), in whole pixels; empty (width 0): the whole picture.
+struct CropBox {
+  int x = 0, y = 0, width = 0, height = 0;
+  [[nodiscard]] bool whole() const { return width <= 0 || height <= 0; }
+};
+
 // One frame in memory (host or device): up to three planes with their row strides in bytes.
 struct FrameView {
   PixelFormat format = PixelFormat::RGB;
@@ -37,10 +47,13 @@ struct FrameView {
   bool full_range = false;            // YUV: 0-255 (JPEG) instead of 16-235 (video)
   MemoryKind memory = MemoryKind::Host;
   int rotation = 0;                   // clockwise degrees (0, 90, 180, 270) that turn the stored frame upright
+  CropBox crop;                       // the part classified (whole when empty)
 
   // The frame as shown, after its rotation.
   [[nodiscard]] int shown_width() const { return rotation == 90 || rotation == 270 ? height : width; }
   [[nodiscard]] int shown_height() const { return rotation == 90 || rotation == 270 ? width : height; }
+  // What is classified: the crop, or the whole picture as shown.
+  [[nodiscard]] CropBox input_box() const { return crop.whole() ? CropBox{0, 0, shown_width(), shown_height()} : crop; }
 };
 
 struct PreprocessParams {
@@ -61,7 +74,7 @@ struct ResizeGeometry {
 ResizeGeometry resize_geometry(int frame_width, int frame_height, const PreprocessParams& p);
 
 // Throws vc::DataError for an unusable frame (empty, null plane, stride too small, a rotation that is not a multiple
-// of 90 degrees) or parameters.
+// of 90 degrees, a crop not inside the picture as shown) or parameters.
 void validate_frame(const FrameView& frame);
 
 // The CPU reference: writes size*size*channels FP16 values (NHWC, one image) to `out`.

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <optional>
 #include <thread>
 #include <variant>
@@ -20,25 +22,32 @@
 #include "pipeline/core/stats.hpp"
 #include "pipeline/events/event_stage.hpp"
 #include "pipeline/outputs/output_stage.hpp"
+#include "pipeline/regions/region_table.hpp"
+#include "pipeline/regions/run_models.hpp"
 #include "pipeline/results/results.hpp"
 
 namespace vc::pipeline {
 
 class Collector;
 
-// A classified batch: the frames (still holding their buffers) and their logits (frames x classes).
+// A classified batch: the frames (still holding their buffers), what was classified of them and its logits, item
+// after item, each item its model's classes wide. Without items, every frame was classified whole by the first model
+// (logits: frames x its classes). `models`: the models that classified it, as its lane had them (a swap changes a
+// model's id and labels from one batch to the next); null: the stage's own.
 struct ClassifiedBatch {
   std::vector<Frame> frames;
   std::vector<float> logits;
   Clock::time_point collected;
   std::vector<int> finished_streams;  // streams whose last frame was in this batch or before: send stream_end after
+  std::vector<WorkItem> items;
+  std::shared_ptr<const std::vector<ModelInfo>> models;
 };
+
 
 class PostStage {
  public:
   // `events` may be null (no rules); it outlives the stage. `capacity`: the most streams the run may have.
-  PostStage(const config::Config& config, std::vector<std::string> labels, int num_classes,
-            std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs,
+  PostStage(const config::Config& config, std::vector<ModelInfo> models, std::vector<StreamStats*> streams, std::vector<std::unique_ptr<ResultSink>> sinks, OutputStage& outputs,
             EventStage* events = nullptr, size_t capacity = 0);
   ~PostStage();
   PostStage(const PostStage&) = delete;
@@ -57,6 +66,9 @@ class PostStage {
     tap_ = std::move(tap);
     wanted_ = wanted;
   }
+  // What each stream classifies (its regions), set before the first batch: the overlay draws only the regions a
+  // stream has now.
+  void set_regions(std::shared_ptr<const RegionTable> regions) { regions_ = std::move(regions); }
   // output.collect: the frames it wants go to it (it outlives the stage).
   void set_collector(Collector* collector) { collector_ = collector; }
   // Every event as it goes to the sinks (the service's recent events); from the stage's thread, must not block.
@@ -83,15 +95,22 @@ class PostStage {
   void to_sinks(const std::vector<StreamEvent>& events);
   void fail(ExitCode code, const std::string& message);
 
-  struct PerStream {
+  struct Tracked {  // the whole picture's or one region's
     inference::Smoother smoother;
     LabelChangeDetector labels;
+    std::string model_id;  // of the model whose results it smooths
+  };
+  struct PerStream {
+    std::map<std::string, Tracked> tracked;  // by region ("" = the whole picture)
+    std::vector<FrameResult> regions;        // each region's latest result (what the overlay draws between them)
     int64_t non_finite_warnings = 0;
   };
+  // The result of one item of a frame, its smoothing and label change done.
+  FrameResult classify_item(const ModelInfo& model, const Frame& f, const WorkItem& item, std::span<const float> logits, StreamStats& stats,
+                            PerStream& st, std::vector<StreamEvent>& changes);
 
   config::Config config_;
-  std::vector<std::string> labels_;
-  int num_classes_;
+  std::vector<ModelInfo> models_;
   std::vector<StreamStats*> streams_;
   std::vector<std::unique_ptr<ResultSink>> sinks_;
   std::vector<bool> sink_ok_;
@@ -101,6 +120,7 @@ class PostStage {
   BoundedQueue<Item> queue_;
   FrameTap tap_;
   Collector* collector_ = nullptr;
+  std::shared_ptr<const RegionTable> regions_;
   const std::deque<std::atomic<bool>>* wanted_ = nullptr;
   std::function<void(const StreamEvent&)> event_tap_;
   std::atomic<bool> wants_stop_{false};

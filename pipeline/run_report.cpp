@@ -1,5 +1,7 @@
 #include "pipeline/run_report.hpp"
 
+#include "pipeline/outputs/collector.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,12 +66,11 @@ void PerfReport::update(const std::vector<std::unique_ptr<Stream>>& streams) {
   const auto now = Clock::now();
   if (last_ == Clock::time_point{}) {
     last_ = now;
-    previous_.assign(streams.size(), {0, 0});
     return;
   }
   const double dt = seconds_between(last_, now);
   if (dt < interval_) return;
-  previous_.resize(streams.size(), {0, 0});  // streams that joined since
+  std::map<const StreamStats*, std::pair<int64_t, int64_t>> seen;  // (streams let go of are forgotten)
   std::string line;
   double total = 0;
   std::vector<double> per_engine(engine_gpus_.size(), 0.0);
@@ -77,22 +78,28 @@ void PerfReport::update(const std::vector<std::unique_ptr<Stream>>& streams) {
     const auto& st = streams[i]->stats();
     if (st.state == StreamState::Ended) continue;
     const int64_t frames = st.classified, drops = st.queue_dropped + st.output_dropped;
-    const double fps = double(frames - previous_[i].first) / dt;
+    auto before = previous_.count(&st) ? previous_[&st] : std::pair<int64_t, int64_t>{0, 0};
+    if (before.first > frames || before.second > drops) before = {0, 0};  // (a new stream at a let-go one's address)
+    const double fps = double(frames - before.first) / dt;
     total += fps;
     if (const auto e = size_t(st.engine.load()); e < per_engine.size()) per_engine[e] += fps;
     line += fmt::format("{}{} {:.1f} fps, {} dropped, p99 {:.0f} ms{}", line.empty() ? "" : " | ", st.name, fps,
-                        drops - previous_[i].second, st.latency.percentile_ms(0.99),
+                        drops - before.second, st.latency.percentile_ms(0.99),  // (drops and fps: this interval's)
                         st.state == StreamState::Reconnecting ? " (reconnecting)"
                         : st.state == StreamState::Failed    ? " (failed)" : "");
-    previous_[i] = {frames, drops};
+    seen[&st] = {frames, drops};
   }
+  previous_ = std::move(seen);
   std::string engines;
   for (size_t e = 0; per_engine.size() > 1 && e < per_engine.size(); ++e) {
     engines += fmt::format("{}engine {}{} {:.1f} fps", engines.empty() ? " (" : ", ", e,
                            engine_gpus_[e] >= 0 ? fmt::format(" GPU {}", engine_gpus_[e]) : "", per_engine[e]);
   }
   if (!engines.empty()) engines += ")";
-  if (!line.empty()) vc::log::get("perf")->info("{} | total {:.1f} fps{}", line, total, engines);
+  if (!line.empty()) {
+    vc::log::get("perf")->info("last {:.0f} s: {} | total {:.1f} fps{} (the summary's drops count the whole run)", dt, line,
+                               total, engines);
+  }
   last_ = now;
 }
 
@@ -127,6 +134,7 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
   if (auto f = s.failure()) {
     r.status = "failed";
     r.error = f->message;
+    r.code = f->code;
   } else {
     // A stream that had ended by itself before the stop request is complete; one the service removed says so.
     const auto reason = st.end_reason_text();
@@ -162,6 +170,10 @@ std::string format_summary(const RunSummary& s) {
                        r.dropped + r.output_dropped, r.fps, r.latency_mean_ms, r.latency_p50_ms, r.latency_p99_ms, status);
     if (!r.error.empty()) out += fmt::format("{:<12} {}\n", "", r.error);
   }
+  if (s.earlier_streams > 0) {
+    out += fmt::format("{:<12} {} earlier stream(s) removed while the run went on (counted in the total, not listed)\n",
+                       "…", s.earlier_streams);
+  }
   const double fps = s.seconds > 0 ? double(s.frames) / s.seconds : 0;
   out += fmt::format("{:<12} {:>8} {:>7} {:>8.1f} {:>9} {:>6.1f} ms {:>6.1f} ms  {:.1f} s{}\n", "total", s.frames, s.dropped,
                      fps, "", s.latency_p50_ms, s.latency_p99_ms, s.seconds, s.interrupted ? ", interrupted" : "");
@@ -170,6 +182,10 @@ std::string format_summary(const RunSummary& s) {
     out += fmt::format("engine {} ({}): {} stream(s), {} frames, {:.1f} fps, {} batches{}\n", e.engine, e.name,
                        e.streams, e.frames, s.seconds > 0 ? double(e.frames) / s.seconds : 0.0, e.batches,
                        e.failure.empty() ? "" : ", FAILED: " + e.failure);
+  }
+  if (s.unclassified > 0) {
+    out += fmt::format("stopped: {} frame(s) in the engine's hands got no result (the stop cut its batch short)\n",
+                       s.unclassified);
   }
   if (!s.events.empty()) out += "events: " + s.events + "\n";
   if (!s.collected.empty()) out += "collected: " + s.collected + "\n";
@@ -186,6 +202,59 @@ std::string format_summary(const RunSummary& s) {
                        "post-processing {:.1f} ms, overlay + encode {:.1f} ms\n", q / n, i / n, p / n, o / n);
   }
   return out;
+}
+
+void report_losses(RunSummary& summary, const EventStats* events, const std::string& events_dir, const Collector* collector,
+                   double collect_below, const std::vector<SinkStatus>& sinks) {
+  if (events) {
+    summary.event_count = events->opened;
+    summary.event_clips = events->clips;
+    summary.event_clip_bytes = events->clip_bytes;
+    summary.event_failures = events->failures + events->dropped;
+    summary.events = fmt::format("{} event(s), {} clip(s), {} snapshot(s) in {}", events->opened.load(),
+                                 events->clips.load(), events->snapshots.load(), events_dir);
+  }
+  if (events && (events->failures > 0 || events->dropped > 0)) {
+    // Recording never stops the classification, but what it lost is lost: said, and in the code.
+    summary.problems.push_back(fmt::format("events: {} file(s) could not be written, {} dropped (the disk was full or "
+                                           "too slow; see the errors above)", events->failures.load(),
+                                           events->dropped.load()));
+    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
+  }
+  if (collector) {
+    summary.collected = fmt::format("{} frame(s) below {:.0f}% confidence kept for review in {}", collector->saved(),
+                                    collect_below * 100, collector->dir());
+    if (const auto lost = collector->lost()) {
+      summary.problems.push_back(fmt::format("output.collect: {} frame(s) could not be kept", lost));
+      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
+    }
+  }
+  for (const auto& sink : sinks) {
+    summary.sink_drops.emplace_back(sink.name, sink.dropped);
+    if (sink.dropped == 0) continue;
+    // Best-effort sinks never hold the video back, but what they dropped is lost all the same: say so in the code.
+    summary.problems.push_back(fmt::format("{}: {} message(s) dropped", sink.name, sink.dropped));
+    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
+  }
+}
+
+void settle_exit_status(RunSummary& summary, const std::vector<std::optional<Failure>>& failures,
+                        std::chrono::seconds stop_grace) {
+  for (const auto& f : failures) {
+    if (!f) continue;
+    summary.problems.push_back(f->message);
+    if (summary.code == ExitCode::kOk) summary.code = f->code;
+  }
+  for (const auto& row : summary.streams) {  // (a stream's failure is in its row of the summary: not repeated here)
+    if (row.status != "failed") continue;
+    summary.failed_streams.push_back(row.name);
+    if (summary.code == ExitCode::kOk) summary.code = row.code;
+  }
+  for (const auto& name : summary.abandoned) {
+    summary.problems.push_back(fmt::format("stream {}: its source did not stop (no stream finished for {} s); left running",
+                                           name, stop_grace.count()));
+    if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
+  }
 }
 
 }  // namespace vc::pipeline

@@ -1,22 +1,30 @@
 // What a run reports while it goes and at its end: the progress line for files, the periodic performance line for
 // live streams, and the summary — a row per stream, the totals, the exit status — with its table.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "config/errors.hpp"
+#include "pipeline/core/events.hpp"
+#include "pipeline/core/failure.hpp"
 #include "pipeline/core/frame.hpp"
+#include "pipeline/core/stats.hpp"
 
 namespace vc::pipeline {
 
+class Collector;
 class Stream;
 
 struct StreamSummary {
   std::string name, source, decoder, status;  // status: "ok", "interrupted", "removed" (API), "failed"
   std::string error;                          // why it failed
+  ExitCode code = ExitCode::kOk;              // and the exit code its failure gives
   int64_t frames = 0, dropped = 0, output_dropped = 0, reconnects = 0, non_finite = 0, failed_images = 0;
   int64_t damaged_frames = 0, lost_frames = 0;  // decoded from damaged data; could not be decoded at all
   bool live = false, gpu_frames = false;
@@ -38,8 +46,12 @@ struct EngineSummary {
 
 struct RunSummary {
   std::vector<StreamSummary> streams;
+  // Streams let go of before the last StreamTable::kRowsKept (a service's removed ones): counted, not listed (their
+  // frames and drops are in the totals).
+  int64_t earlier_streams = 0;
   std::vector<EngineSummary> engines;
   int64_t frames = 0, dropped = 0;
+  int64_t unclassified = 0;                   // frames a stop cut short in the engine (they have no result)
   double seconds = 0;
   double latency_p50_ms = 0, latency_p99_ms = 0;
   bool interrupted = false;
@@ -94,10 +106,21 @@ class PerfReport {
   bool enabled_;
   std::vector<int> engine_gpus_;  // each engine's GPU
   Clock::time_point last_{};
-  std::vector<std::pair<int64_t, int64_t>> previous_;
+  std::map<const StreamStats*, std::pair<int64_t, int64_t>> previous_;  // frames and drops at the last report
 };
 
 // A stream's row of the summary. `interrupted`: the run was stopped (a stream still going then is "interrupted").
 StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point start);
+
+// What the side stages lost — event files (events: null without rules), frames output.collect could not keep, the
+// messages best-effort sinks dropped — into the summary's lines and problems and, while it is still 0, its exit code.
+void report_losses(RunSummary& summary, const EventStats* events, const std::string& events_dir, const Collector* collector,
+                   double collect_below, const std::vector<SinkStatus>& sinks);
+
+// The summary's exit status and problems from what failed: lost results or video first (`failures`: they lose data
+// the user asked for), then a failed engine (also in `failures`), then failed streams, then streams left behind after
+// `stop_grace` with no stream finishing (what they delivered may be short: never a clean exit).
+void settle_exit_status(RunSummary& summary, const std::vector<std::optional<Failure>>& failures,
+                        std::chrono::seconds stop_grace);
 
 }  // namespace vc::pipeline

@@ -17,17 +17,20 @@
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/engine_lane.hpp"
 #include "pipeline/event_gate.hpp"
+#include "pipeline/model_swaps.hpp"
 #include "pipeline/outputs/collector.hpp"
 #include "pipeline/outputs/output_paths.hpp"
 #include "pipeline/outputs/output_stage.hpp"
 #include "pipeline/post_stage.hpp"
 #include "pipeline/recent_events.hpp"
+#include "pipeline/regions/region_table.hpp"
+#include "pipeline/regions/run_models.hpp"
 #include "pipeline/results/mqtt_sink.hpp"
 #include "pipeline/results/results.hpp"
 #include "pipeline/run_report.hpp"
 #include "pipeline/snapshots.hpp"
 #include "pipeline/stream_placer.hpp"
-#include "pipeline/sources/gst_cuda.hpp"
+#include "pipeline/stream_table.hpp"
 #include "pipeline/sources/stream.hpp"
 
 namespace vc::pipeline {
@@ -53,6 +56,12 @@ QueuePolicy queue_policy(const config::Input& in, bool live) {
   return {drop ? size_t(2) : size_t(8), drop};
 }
 
+std::vector<std::unique_ptr<inference::Classifier>> one(std::unique_ptr<inference::Classifier> classifier) {
+  std::vector<std::unique_ptr<inference::Classifier>> engines;
+  if (classifier) engines.push_back(std::move(classifier));
+  return engines;
+}
+
 }  // namespace
 
 class Runner::Impl final : public RunControl {
@@ -60,15 +69,23 @@ class Runner::Impl final : public RunControl {
   Impl(const config::Config& config, std::vector<std::unique_ptr<inference::Classifier>> engines)
       : cfg_(config),
         capacity_(cfg_.api.enabled ? std::max(cfg_.inputs.size(), size_t(cfg_.api.max_streams)) : cfg_.inputs.size()),
-        events_(std::make_shared<EventGate>(capacity_)), owner_(capacity_, nullptr) {
+        events_(std::make_shared<EventGate>(capacity_)), table_(capacity_) {
     // Files that cannot be read are said at once, before the model loads and thousands of streams are set up.
     for (const auto& in : cfg_.inputs) {
       if (in.kind == config::InputKind::File) check_readable_file(in.path);
     }
     refuse_overwriting_inputs(cfg_);
-    if (engines.empty()) engines = inference::Classifier::create_all(cfg_);
-    engines_ = std::move(engines);  // (lanes are made with the post stage, below)
-    classifier_ = engines_.front().get();
+    // Every model the streams use, an engine of each on every GPU (the given engines are the default model's).
+    auto models = load_models(cfg_, std::move(engines));
+    std::tie(models_, model_infos_) = std::tie(models.names, models.infos);
+    engines_ = std::move(models.lanes);  // (lanes are made with the post stage, below)
+    swaps_ = std::make_unique<ModelSwaps>(cfg_, models_, model_infos_);
+    const inference::Classifier* first = engines_.front().front().get();  // (a swap may replace it later)
+    engine_name_ = first->engine_name();
+    cuda_device_ = first->cuda_device();
+    max_batch_ = first->max_batch();
+    regions_ = std::make_shared<RegionTable>(models_, capacity_);
+    for (size_t i = 0; i < cfg_.inputs.size(); ++i) regions_->set(int(i), cfg_.inputs[i]);
     effective_ = cfg_;
     try {  // what /config shows: the model file's card merged in, as the run has it
       const auto model = inference::model_settings(cfg_);
@@ -76,30 +93,15 @@ class Runner::Impl final : public RunControl {
       effective_.model.weights = cfg_.model.weights;
     } catch (const Error&) {
     }
-    const std::string model_name = classifier_->architecture().size() > 40 ? "ResNet" : classifier_->architecture();
-    const OverlayMaker overlay{cfg_.overlay, cfg_.smoothing.window, classifier_->engine_name(), model_name};
+    const std::string model_name = first->architecture().size() > 40 ? "ResNet" : first->architecture();
+    const OverlayMaker overlay{cfg_.overlay, cfg_.smoothing.window, first->engine_name(), model_name};
     // Frames may stay in GPU memory (NVDEC -> our kernel) for streams that have no video output to draw on: each
     // engine's decoders share its CUDA context.
     const bool draw = cfg_.output.kind != config::OutputKind::None;
     std::vector<int> devices;
-    std::vector<std::shared_ptr<GstContext>> contexts;
-    for (auto& engine : engines_) {
-      const int device = engine->cuda_device();
-      devices.push_back(device);
-      std::shared_ptr<GstContext> context;
-      for (size_t i = 0; i < contexts.size(); ++i) {  // two engines on one GPU share its context
-        if (devices[i] == device) context = contexts[i];
-      }
-      if (!context && device >= 0 && !draw) {
-        try {
-          context = share_context(make_shared_cuda_context(device));
-        } catch (const Error& e) {
-          log_->warn("NVDEC frames will be copied through host memory: {}", e.what());
-        }
-      }
-      contexts.push_back(context);
-      gpu_frames_ = gpu_frames_ || context != nullptr;
-    }
+    for (auto& engine : engines_) devices.push_back(engine.front()->cuda_device());
+    auto contexts = decoder_contexts(devices, draw);
+    for (const auto& c : contexts) gpu_frames_ = gpu_frames_ || c != nullptr;
     std::vector<QueuePolicy> policies;
     for (const auto& in : cfg_.inputs) policies.push_back(queue_policy(in, is_live_input(in)));
     hub_ = std::make_shared<FrameHub>(policies, engines_.size());
@@ -114,15 +116,14 @@ class Runner::Impl final : public RunControl {
     std::vector<StreamStats*> stats;
     std::vector<std::string> names;
     for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
-      streams_.push_back(std::make_unique<Stream>(int(i), cfg_.inputs[i], gpu_frames_, environment()));
-      owner_[i] = streams_.back().get();
-      stats.push_back(&streams_.back()->stats());
-      names.push_back(streams_.back()->stats().name);
-      shared_stats_.push_back(streams_.back()->shared_stats());
+      auto stream = std::make_unique<Stream>(int(i), cfg_.inputs[i], gpu_frames_, environment());
+      stats.push_back(&stream->stats());
+      names.push_back(stream->stats().name);
+      table_.add(std::move(stream));
     }
     std::vector<bool> may_drop;
     for (const auto& p : policies) may_drop.push_back(p.drop_oldest);
-    outputs_ = std::make_unique<OutputStage>(cfg_, stats, may_drop, classifier_->engine_name(), model_name,
+    outputs_ = std::make_unique<OutputStage>(cfg_, stats, may_drop, first->engine_name(), model_name,
                                              [hub = hub_](int stream) { hub->give_back(stream); }, capacity_);
     // A file whose frames are drawn is taken against credits its output gives back: a slow output holds back its
     // own stream, never the engine (and with it every live stream).
@@ -135,11 +136,13 @@ class Runner::Impl final : public RunControl {
     }
     if (cfg_.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg_.mqtt, names));
     if (!cfg_.events.rules.empty()) {
-      event_stage_ = std::make_unique<EventStage>(cfg_, stats, classifier_->labels(), overlay, event_stats_, capacity_);
-      for (size_t i = 0; i < streams_.size(); ++i) streams_[i]->set_packet_sink(event_stage_->packet_sink(int(i)));
+      const auto& whole_labels = models_.front() == "default" ? model_infos_.front().labels : std::vector<std::string>{};
+      event_stage_ = std::make_unique<EventStage>(cfg_, stats, whole_labels, overlay, event_stats_, capacity_,
+                                                  region_labels(cfg_, {models_, model_infos_, {}}));
+      std::lock_guard lock(table_.mutex());
+      for (auto& stream : table_.list()) stream->set_packet_sink(event_stage_->packet_sink(stream->id()));
     }
-    post_ = std::make_unique<PostStage>(cfg_, classifier_->labels(), classifier_->num_classes(), stats, std::move(sinks),
-                                        *outputs_, event_stage_.get(), capacity_);
+    post_ = std::make_unique<PostStage>(cfg_, model_infos_, stats, std::move(sinks), *outputs_, event_stage_.get(), capacity_);
     if (cfg_.api.enabled) {
       snapshots_ = std::make_unique<Snapshots>(
           capacity_, std::chrono::milliseconds(int64_t(cfg_.api.snapshot_interval_s * 1000)), overlay);
@@ -147,9 +150,11 @@ class Runner::Impl final : public RunControl {
                      snapshots_->wanted());
     }
     post_->set_event_tap([this](const StreamEvent& e) { recent_.add(e); });
+    post_->set_regions(regions_);
     const auto fill = std::chrono::microseconds(int64_t(cfg_.inference.batch_timeout_ms * 1000));
     for (auto& engine : engines_) {
-      lanes_.push_back(std::make_unique<EngineLane>(int(lanes_.size()), std::move(engine), hub_, *post_, fill));
+      lanes_.push_back(std::make_unique<EngineLane>(int(lanes_.size()), std::move(engine), hub_, *post_, fill, regions_,
+                                                    model_infos_));
     }
     engines_.clear();
     if (!cfg_.output.collect_dir.empty()) {
@@ -160,36 +165,26 @@ class Runner::Impl final : public RunControl {
   }
 
   // RunControl.
-  std::vector<std::shared_ptr<const StreamStats>> streams() const override {
-    std::lock_guard lock(streams_mutex_);
-    return shared_stats_;
-  }
+  std::vector<std::shared_ptr<const StreamStats>> streams() const override { return table_.stats(); }
   const EngineStats& engine() const override { return lanes_.front()->stats(); }
   std::vector<EngineInfo> engines() const override {
     std::vector<EngineInfo> out;
     for (const auto& l : lanes_) {
       const auto failure = l->failure();
-      out.push_back({l->index(), l->classifier().cuda_device(), l->classifier().engine_name(), &l->stats(),
+      out.push_back({l->index(), l->cuda_device(), l->engine_name(), &l->stats(),
                      failure ? failure->message : ""});
     }
     return out;
   }
   std::vector<SinkStatus> sinks() const override { return post_->sink_status(); }
   const EventStats* events() const override { return event_stage_ ? &event_stats_ : nullptr; }
-  std::string engine_name() const override { return classifier_->engine_name(); }
-  int cuda_device() const override { return classifier_->cuda_device(); }
+  std::string engine_name() const override { return engine_name_; }
+  int cuda_device() const override { return cuda_device_; }
   const config::Config& config() const override { return effective_; }
 
-  std::vector<config::Input> inputs() const override {
-    std::vector<config::Input> out;
-    std::lock_guard lock(streams_mutex_);
-    for (const auto& s : streams_) {
-      if (s && !s->removed() && !s->stats().closed) out.push_back(s->input());
-    }
-    return out;
-  }
+  std::vector<config::Input> inputs() const override { return table_.inputs(); }
 
-  void add_stream(const config::Input& input) override {
+  void add_stream(const config::Input& input, std::shared_ptr<const OpenedInput> opened) override {
     std::lock_guard change(change_mutex_);
     if (!accepting_) throw RequestError(503, *stopping_ ? "the run is stopping" : "the run is starting");
     if (cfg_.output.kind != config::OutputKind::None && cfg_.output.tiled) {
@@ -202,7 +197,15 @@ class Runner::Impl final : public RunControl {
       alone.inputs = {input};
       refuse_overwriting_inputs(alone);
     }
-    const int id = free_slot(input.name);
+    (void)regions_->plan(input);  // a region whose model this run has not loaded is refused before anything is claimed
+    sweep_removed();  // (those finished since: let go of here, not by claim(), which does not know removing_)
+    const int id = table_.claim(
+        input.name, hub_->streams(),
+        [this](const Stream& s) {
+          return finished_everywhere(s) && std::find(removing_.begin(), removing_.end(), &s) == removing_.end();
+        },
+        [this](const Stream& s) { return summarize(s, false, start_); },
+        [this](int slot, const std::string& name) { released(slot, name); });
     const bool reused = id < int(hub_->streams());
     placer_->assignment().release(id);  // (a placement its last stream made late, as it ended)
     const auto policy = queue_policy(input, is_live_input(input));
@@ -210,7 +213,8 @@ class Runner::Impl final : public RunControl {
     if (reused) hub_->reopen(id, policy, true);
     else if (hub_->add_stream(policy, true) != id) throw InternalError("stream slots out of step with the batcher");
     events_->hold(id);
-    auto stream = std::make_unique<Stream>(id, input, gpu_frames_, environment());
+    regions_->set(id, input);  // (checked before its slot was claimed: it does not throw)
+    auto stream = std::make_unique<Stream>(id, input, gpu_frames_, environment(), std::move(opened));
     StreamStats& stats = stream->stats();
     try {
       if (event_stage_) {
@@ -222,9 +226,7 @@ class Runner::Impl final : public RunControl {
       hub_->discard(id);
       events_->forget(id);
       placer_->assignment().release(id);
-      std::lock_guard lock(streams_mutex_);
-      refused_.push_back(std::move(stream));  // (the event stage may have its statistics: kept, never shown)
-      discarded_.push_back(id);               // its slot serves the next stream
+      table_.refused(std::move(stream));  // its slot serves the next stream
       throw;
     }
     try {
@@ -234,8 +236,7 @@ class Runner::Impl final : public RunControl {
       hub_->discard(id);
       events_->forget(id);
       placer_->assignment().release(id);
-      std::lock_guard lock(streams_mutex_);
-      streams_.push_back(std::move(stream));
+      table_.add(std::move(stream));
       throw;
     }
     if (!policy.drop_oldest && outputs_->draws(id)) hub_->set_credits(id, output_credits());
@@ -243,55 +244,42 @@ class Runner::Impl final : public RunControl {
     recent_.forget_last(input.name);
     post_->add_stream(id, stats);
     events_->admit(id);
-    {
-      std::lock_guard lock(streams_mutex_);
-      owner_[size_t(id)] = stream.get();
-      shared_stats_.push_back(stream->shared_stats());
-      streams_.push_back(std::move(stream));
-    }
+    table_.add(std::move(stream));
     hub_->release(id);
     added_live_ = added_live_ || stats.live;
     log_->info("stream {} added ({})", input.name, stats.source);
   }
 
+  // A running stream is stopped and let go of once every stage is done with it (or later, by the run's loop); one
+  // that has ended or failed is let go of at once.
   bool remove_stream(const std::string& name, std::chrono::milliseconds wait) override {
-    Stream* stream = nullptr;
-    int id = -1;
-    {
-      std::lock_guard lock(streams_mutex_);
-      for (size_t i = 0; i < owner_.size(); ++i) {
-        if (owner_[i] && owner_[i]->stats().name == name && !owner_[i]->removed() && !owner_[i]->stats().closed) {
-          stream = owner_[i];
-          id = int(i);
-        }
-      }
-      if (!stream) throw RequestError(404, fmt::format("no running stream is named '{}'", name));
+    std::lock_guard change(change_mutex_);
+    const auto found = table_.find(name);
+    const bool removing = found && std::find(removing_.begin(), removing_.end(), found->stream) != removing_.end();
+    if (!found || removing) throw RequestError(404, fmt::format("no stream is named '{}'", name));
+    Stream* stream = found->stream;
+    if (!stream->stats().closed) {
       stream->remove();  // it ends as at the end of its input: what is queued goes through, then its end
+      log_->info("stream {}: removing", name);
     }
-    log_->info("stream {}: removing", name);
     const auto deadline = Clock::now() + wait;
-    while (Clock::now() < deadline) {
-      if (stream->stats().closed && outputs_->stream_finished(id) && stream->finished()) return true;
+    while (!finished_everywhere(*stream)) {
+      if (Clock::now() >= deadline || *stopping_) {
+        removing_.push_back(stream);  // the run's loop lets go of it when it has finished
+        return false;
+      }
       std::this_thread::sleep_for(20ms);
     }
-    return false;
+    let_go(stream);
+    return true;
   }
 
-  std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait) override {
+  std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait,
+                                   bool clean) override {
     if (!snapshots_) throw RequestError(404, "snapshots are made for the service's API only (api.enabled)");
-    int id = -1;
-    std::shared_ptr<const StreamStats> stats;
-    {
-      std::lock_guard lock(streams_mutex_);
-      for (size_t i = 0; i < owner_.size(); ++i) {
-        if (owner_[i] && owner_[i]->stats().name == name) {
-          id = int(i);
-          stats = owner_[i]->shared_stats();
-        }
-      }
-    }
-    if (id < 0) throw RequestError(404, fmt::format("no stream is named '{}'", name));
-    return snapshots_->jpeg(id, *stats, max_width, stats->closed ? 0ms : wait);
+    const auto found = table_.find(name);
+    if (!found) throw RequestError(404, fmt::format("no stream is named '{}'", name));
+    return snapshots_->jpeg(found->slot, *found->stats, max_width, found->stats->closed ? 0ms : wait, clean);
   }
 
   std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type, uint64_t since,
@@ -300,23 +288,56 @@ class Runner::Impl final : public RunControl {
   }
   RecentEvent last_event(const std::string& stream) const override { return recent_.last(stream); }
 
+  Regions regions(const std::string& name) const override {
+    const auto found = table_.find(name);
+    if (!found || found->stats->closed) throw RequestError(404, fmt::format("no running stream is named '{}'", name));
+    std::lock_guard lock(table_.mutex());
+    return {found->stream->input(), found->stats->shown_width.load(), found->stats->shown_height.load()};
+  }
+
+  void set_regions(const std::string& name, const config::Input& with) override {
+    std::lock_guard change(change_mutex_);
+    const auto found = table_.find(name);
+    if (!found || found->stats->closed || std::count(removing_.begin(), removing_.end(), found->stream)) {
+      throw RequestError(404, fmt::format("no running stream is named '{}'", name));
+    }
+    regions_->check(cfg_, with, found->stats->shown_width, found->stats->shown_height);
+    regions_->set(found->slot, with);
+    std::lock_guard lock(table_.mutex());
+    found->stream->set_regions(with.regions, with.whole);
+    log_->info("stream {}: {} region(s){}", name, with.regions.size(), with.whole ? " and the whole picture" : "");
+  }
+
+  std::vector<ModelView> models() const override { return swaps_->views(); }
+
+  ModelView deploy_model(const std::string& name, const std::string& weights,
+                         std::shared_ptr<const OpenedInput> opened) override {
+    const auto lanes = switchable_lanes();
+    return swaps_->deploy(name, weights, opened ? opened->proc_path() : weights, lanes, *stopping_);
+  }
+
+  ModelView roll_back_model(const std::string& name) override {
+    const auto lanes = switchable_lanes();
+    return swaps_->roll_back(name, lanes, *stopping_);
+  }
+
   RunSummary run(const std::atomic<int>& stop) {
     RunSummary summary;
-    summary.engine = classifier_->engine_name();
+    summary.engine = engine_name_;
     if (cfg_.output.kind == config::OutputKind::None && cfg_.output.results.empty() && !cfg_.mqtt.enabled &&
         cfg_.events.rules.empty() && !cfg_.metrics.enabled && !cfg_.api.enabled) {
       log_->warn("classifying, but writing nothing: add --output FILE.mp4 or --set output.results=FILE.jsonl (or - for "
                  "stdout)");
     }
-    const auto start = Clock::now();
+    const auto start = start_ = Clock::now();
     bool any_live = false, any_file = false;
-    for (auto& s : streams_) (s->live() ? any_live : any_file) = true;
+    for (auto& s : table_.list()) (s->live() ? any_live : any_file) = true;
     Progress progress(any_file, cfg_.logging.progress_interval_s);
     std::vector<int> gpus;
-    for (const auto& l : lanes_) gpus.push_back(l->classifier().cuda_device());
+    for (const auto& l : lanes_) gpus.push_back(l->cuda_device());
     PerfReport perf(cfg_.logging.perf_interval_s, any_live, gpus);
     try {
-      start_all(streams_, kStartThreads);
+      start_all(table_.list(), kStartThreads);
       for (auto& l : lanes_) l->stats().ready = true;
       accepting_ = true;
       // One thread per engine takes its streams' batches; this one watches for the end, stops, and reports.
@@ -327,14 +348,19 @@ class Runner::Impl final : public RunControl {
           accepting_ = false;
           hub_->keep_open(false);  // every stream stops now: the run ends when they have
           summary.interrupted = stop.load() > 0;
+          // Ctrl-C within about a second: a batch that takes seconds (a CPU engine) is cut short.
+          if (summary.interrupted) {
+            for (auto& l : lanes_) l->interrupt();
+          }
           if (engine_failed_) hub_->shutdown();  // the one engine failed: nothing more can be classified
         }
         {
-          std::lock_guard lock(streams_mutex_);
+          std::lock_guard lock(table_.mutex());
           if (added_live_) perf.live_joined();
-          progress.update(streams_, start);
-          perf.update(streams_);
+          progress.update(table_.list(), start);
+          perf.update(table_.list());
         }
+        let_go_removed();
         std::unique_lock lock(lanes_mutex_);
         if (lanes_cv_.wait_for(lock, kIdleWait, [&] { return lanes_done_ == lanes_.size(); })) break;
       }
@@ -366,31 +392,55 @@ class Runner::Impl final : public RunControl {
             nullptr};
   }
 
-  int output_credits() const { return std::max(kOutputCredits, 2 * classifier_->max_batch()); }
-
-  // A slot for a stream joining the run: a new one while the run has room, else one a removed or ended stream
-  // left (every stage has let go of it: its end went through and its thread finished). Throws RequestError.
-  int free_slot(const std::string& name) {
-    std::lock_guard lock(streams_mutex_);
-    int reusable = -1;
-    for (size_t i = 0; i < owner_.size(); ++i) {
-      const Stream* s = owner_[i];
-      if (!s) continue;
-      if (s->stats().name == name && !s->stats().closed) {
-        throw RequestError(409, fmt::format("a stream named '{}' is running{}", name,
-                                            s->removed() ? " (it is being removed)" : ""));
+  // The lanes a model switch goes to: every one, while the run takes requests and no engine has failed.
+  std::vector<EngineLane*> switchable_lanes() const {
+    if (!accepting_) throw RequestError(503, *stopping_ ? "the run is stopping" : "the run is starting");
+    std::vector<EngineLane*> lanes;
+    for (const auto& l : lanes_) {
+      if (const auto failure = l->failure()) {
+        throw RequestError(409, fmt::format("{}: a model cannot be switched while an engine has failed", failure->message));
       }
-      if (reusable < 0 && s->stats().closed && s->finished()) reusable = int(i);
+      lanes.push_back(l.get());
     }
-    if (!discarded_.empty()) {  // a slot whose stream could not start
-      const int id = discarded_.back();
-      discarded_.pop_back();
-      return id;
-    }
-    const size_t used = hub_->streams();
-    if (used < capacity_) return int(used);
-    if (reusable >= 0) return reusable;
-    throw RequestError(503, fmt::format("the run has room for {} streams at once (api.max_streams)", capacity_));
+    return lanes;
+  }
+
+  int output_credits() const { return std::max(kOutputCredits, 2 * max_batch_); }
+
+  // Whether every stage is done with a stream that has ended: its last result and end are out, its video is
+  // finalized, its thread has finished.
+  bool finished_everywhere(const Stream& s) const {
+    return s.stats().closed && outputs_->stream_finished(s.id()) && s.finished();
+  }
+
+  // Lets go of a stream every stage is done with (change_mutex_ held): its row is kept, its output worker joined, its
+  // last event forgotten.
+  void let_go(Stream* stream) {
+    const int id = stream->id();
+    const std::string name = stream->stats().name;
+    table_.let_go(stream, summarize(*stream, false, start_));
+    released(id, name);
+  }
+
+  // What the other stages hold of a stream let go of.
+  void released(int slot, const std::string& name) {
+    outputs_->release_stream(slot);
+    recent_.forget_last(name);
+  }
+
+  // The streams whose removal answered before they had finished: let go of once they have (change_mutex_ held).
+  void sweep_removed() {
+    std::erase_if(removing_, [&](Stream* s) {
+      if (!finished_everywhere(*s)) return false;
+      let_go(s);
+      return true;
+    });
+  }
+
+  // The same from the run's loop, when no change is being made.
+  void let_go_removed() {
+    std::unique_lock change(change_mutex_, std::try_to_lock);  // (a change in progress: the next round)
+    if (change.owns_lock()) sweep_removed();
   }
 
   EngineLane::Hooks hooks() {
@@ -415,10 +465,10 @@ class Runner::Impl final : public RunControl {
     log_->error("{}; its streams end with it, the other engines go on", why.message);
     placer_->assignment().retire(lane.index());  // no stream is placed on it any more
     {
-      std::lock_guard lock(streams_mutex_);
-      for (size_t i = 0; i < owner_.size(); ++i) {  // (a stream whose results are all out lost nothing)
-        const auto placed = placer_->assignment().placed(int(i));
-        if (owner_[i] && placed && placed->lane == lane.index() && !owner_[i]->stats().closed) owner_[i]->abort(why);
+      std::lock_guard lock(table_.mutex());
+      for (auto& s : table_.list()) {  // (a stream whose results are all out lost nothing)
+        const auto placed = placer_->assignment().placed(s->id());
+        if (placed && placed->lane == lane.index() && !s->stats().closed) s->abort(why);
       }
     }
     // The last engine: the run ends with its error, as with one engine.
@@ -444,12 +494,14 @@ class Runner::Impl final : public RunControl {
     // source is left behind only when no stream at all has finished for kStopGrace — stuck, not slow.
     auto deadline = Clock::now() + kStopGrace;
     size_t finished = 0;
-    std::lock_guard lock(streams_mutex_);
-    for (auto& s : streams_) {
+    std::vector<Stream*> streams;
+    {
+      std::lock_guard lock(table_.mutex());
+      for (auto& s : table_.list()) streams.push_back(s.get());
+    }
+    for (Stream* s : streams) {
       while (!s->join_for(100ms)) {
-        const auto now_finished = size_t(std::count_if(streams_.begin(), streams_.end(), [](const auto& x) {
-          return !x || x->finished();
-        }));
+        const auto now_finished = size_t(std::count_if(streams.begin(), streams.end(), [](const Stream* x) { return x->finished(); }));
         if (now_finished > finished) {
           finished = now_finished;
           deadline = Clock::now() + kStopGrace;
@@ -457,8 +509,7 @@ class Runner::Impl final : public RunControl {
         if (Clock::now() < deadline) continue;
         log_->warn("stream {}: its source does not stop; leaving it behind", s->stats().name);
         summary.abandoned.push_back(s->stats().name);
-        std::replace(owner_.begin(), owner_.end(), static_cast<Stream*>(s.get()), static_cast<Stream*>(nullptr));
-        (void)s.release();  // its thread still uses it: never destroy it under that thread
+        table_.abandon(s);  // its thread still uses it: never destroyed under that thread
         break;
       }
     }
@@ -466,79 +517,49 @@ class Runner::Impl final : public RunControl {
 
   // The per-stream rows, the engines, the totals and the exit status.
   void tally(RunSummary& summary, Clock::time_point start) const {
-    for (auto& s : streams_) {
-      if (!s) continue;
-      auto row = summarize(*s, summary.interrupted, start);
+    // The streams let go of first (a service's removed ones, in the order they went), then those still here.
+    const auto gone = table_.gone();
+    summary.earlier_streams = gone.earlier;
+    summary.frames += gone.earlier_frames;
+    summary.dropped += gone.earlier_dropped;
+    for (const auto& name : gone.earlier_failed) summary.failed_streams.push_back(name);
+    if (gone.earlier_failure && summary.code == ExitCode::kOk) summary.code = gone.earlier_failure->code;
+    std::vector<StreamSummary> rows(gone.rows.begin(), gone.rows.end());
+    {
+      std::lock_guard lock(table_.mutex());
+      for (const auto& s : table_.list()) rows.push_back(summarize(*s, summary.interrupted, start));
+    }
+    for (auto& row : rows) {
       summary.frames += row.frames;
       summary.dropped += row.dropped + row.output_dropped;
       summary.streams.push_back(std::move(row));
     }
     for (const auto& info : engines()) {
+      summary.unclassified += info.stats->unclassified;
       EngineSummary e{info.engine, info.gpu, info.gpu >= 0 ? fmt::format("{}, GPU {}", info.name, info.gpu) : info.name,
                       0, info.stats->frames, info.stats->batches, info.failure};
       for (const auto& row : summary.streams) e.streams += row.engine == info.engine && row.frames > 0 ? 1 : 0;
       summary.engines.push_back(std::move(e));
     }
     total_latency(summary);
-    // Exit status: lost results or video first (they lose data the user asked for), then a failed engine, then failed
-    // streams.
     std::vector<std::optional<Failure>> failures{post_->failure(), outputs_->failure()};
     for (const auto& l : lanes_) failures.push_back(l->failure());
-    for (const auto& f : failures) {
-      if (!f) continue;
-      summary.problems.push_back(f->message);
-      if (summary.code == ExitCode::kOk) summary.code = f->code;
-    }
-    for (const auto& s : streams_) {  // (a stream's failure is in its row of the summary: not repeated here)
-      if (!s) continue;
-      if (auto f = s->failure()) {
-        summary.failed_streams.push_back(s->stats().name);
-        if (summary.code == ExitCode::kOk) summary.code = f->code;
-      }
-    }
-    // A stream left behind is not in the table, and what it delivered may be short: never a clean exit.
-    for (const auto& name : summary.abandoned) {
-      summary.problems.push_back(fmt::format("stream {}: its source did not stop (no stream finished for {} s); left running",
-                                             name, std::chrono::seconds(kStopGrace).count()));
-      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kUnavailable;
-    }
-    if (event_stage_) {
-      summary.event_count = event_stats_.opened;
-      summary.event_clips = event_stats_.clips;
-      summary.event_clip_bytes = event_stats_.clip_bytes;
-      summary.event_failures = event_stats_.failures + event_stats_.dropped;
-      summary.events = fmt::format("{} event(s), {} clip(s), {} snapshot(s) in {}", event_stats_.opened.load(),
-                                   event_stats_.clips.load(), event_stats_.snapshots.load(), cfg_.events.dir);
-    }
-    if (event_stage_ && (event_stats_.failures > 0 || event_stats_.dropped > 0)) {
-      // Recording never stops the classification, but what it lost is lost: said, and in the code.
-      summary.problems.push_back(fmt::format("events: {} file(s) could not be written, {} dropped (the disk was full or "
-                                             "too slow; see the errors above)", event_stats_.failures.load(),
-                                             event_stats_.dropped.load()));
-      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
-    }
-    if (collector_) {
-      summary.collected = fmt::format("{} frame(s) below {:.0f}% confidence kept for review in {}", collector_->saved(),
-                                      cfg_.output.collect_below * 100, collector_->dir());
-      if (const auto lost = collector_->lost()) {
-        summary.problems.push_back(fmt::format("output.collect: {} frame(s) could not be kept", lost));
-        if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
-      }
-    }
-    for (const auto& sink : post_->sink_status()) {
-      summary.sink_drops.emplace_back(sink.name, sink.dropped);
-      if (sink.dropped == 0) continue;
-      // Best-effort sinks never hold the video back, but what they dropped is lost all the same: say so in the code.
-      summary.problems.push_back(fmt::format("{}: {} message(s) dropped", sink.name, sink.dropped));
-      if (summary.code == ExitCode::kOk) summary.code = ExitCode::kIoError;
-    }
+    settle_exit_status(summary, failures, kStopGrace);
+    report_losses(summary, event_stage_ ? &event_stats_ : nullptr, cfg_.events.dir, collector_.get(),
+                  cfg_.output.collect_below, post_->sink_status());
   }
 
   const config::Config cfg_;
   config::Config effective_;  // cfg_ with the model card's values (what /config shows)
   std::shared_ptr<spdlog::logger> log_ = vc::log::get("pipeline");
-  std::vector<std::unique_ptr<inference::Classifier>> engines_;  // until their lanes are made
-  inference::Classifier* classifier_ = nullptr;  // the first engine: labels, batch size, names
+  std::vector<std::string> models_;     // the run's models (config::models_in_use), "default" first when used
+  std::vector<ModelInfo> model_infos_;   // by model
+  std::vector<std::vector<std::unique_ptr<inference::Classifier>>> engines_;  // per lane, per model: until lanes are made
+  std::string engine_name_;  // the first engine's (a swap keeps the kind and the GPU)
+  int cuda_device_ = -1;
+  int max_batch_ = 1;
+  std::unique_ptr<ModelSwaps> swaps_;     // the models' weights over time (deploys, rollbacks)
+  std::shared_ptr<RegionTable> regions_;  // what each stream classifies
   const size_t capacity_;  // the most streams at once: the configured ones, or api.max_streams when streams may be added
   // What the streams hold jointly with the run (a stream left behind may outlive the run: stream.hpp).
   bool gpu_frames_ = false;  // an engine's CUDA context is shared with NVDEC: frames may stay in GPU memory
@@ -547,15 +568,12 @@ class Runner::Impl final : public RunControl {
   std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<EventGate> events_;
   // Streams are added and removed from the service's threads while the run loop reads them.
-  mutable std::mutex streams_mutex_;  // streams_, shared_stats_, owner_, refused_, discarded_
-  std::mutex change_mutex_;           // one stream added at a time, and none while the run shuts down
+  StreamTable table_;
+  std::mutex change_mutex_;           // one stream added or removed at a time, and none while the run shuts down
+  std::vector<Stream*> removing_;     // (change_mutex_) removed, answered, not yet finished everywhere
+  Clock::time_point start_ = Clock::now();  // the run's start
   std::atomic<bool> accepting_{false};  // streams may be added (from the start of the run until it stops)
   std::atomic<bool> added_live_{false};
-  std::vector<std::unique_ptr<Stream>> streams_;  // every stream of the run, in the order they joined
-  std::vector<std::shared_ptr<const StreamStats>> shared_stats_;
-  std::vector<Stream*> owner_;                    // slot (stream id) -> the stream that has it now
-  std::vector<std::unique_ptr<Stream>> refused_;  // added, but could not start
-  std::vector<int> discarded_;                    // their slots, free again
   std::unique_ptr<OutputStage> outputs_;
   EventStats event_stats_;
   std::unique_ptr<EventStage> event_stage_;  // before post_: the post stage uses it
@@ -570,14 +588,6 @@ class Runner::Impl final : public RunControl {
   std::exception_ptr engine_error_;    // the only engine failed: the run ends with it (lanes_mutex_)
   std::atomic<bool> engine_failed_{false};
 };
-
-namespace {
-std::vector<std::unique_ptr<inference::Classifier>> one(std::unique_ptr<inference::Classifier> classifier) {
-  std::vector<std::unique_ptr<inference::Classifier>> engines;
-  if (classifier) engines.push_back(std::move(classifier));
-  return engines;
-}
-}  // namespace
 
 Runner::Runner(const config::Config& config, std::unique_ptr<inference::Classifier> classifier)
     : impl_(std::make_unique<Impl>(config, one(std::move(classifier)))) {}

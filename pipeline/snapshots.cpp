@@ -7,6 +7,11 @@
 #include "pipeline/sources/gst_cuda.hpp"
 
 namespace vc::pipeline {
+namespace {
+
+constexpr size_t kWidthsKept = 4;  // JPEG sizes of one picture kept at once
+
+}  // namespace
 
 Snapshots::Snapshots(size_t capacity, std::chrono::milliseconds min_interval, OverlayMaker overlay)
     : min_interval_(min_interval), overlay_(std::move(overlay)), wanted_(capacity), slots_(capacity) {}
@@ -41,7 +46,7 @@ void Snapshots::reset(int stream) {
 }
 
 std::optional<Snapshot> Snapshots::jpeg(int stream, const StreamStats& stats, int max_width,
-                                            std::chrono::milliseconds wait) {
+                                            std::chrono::milliseconds wait, bool clean) {
   const auto s = size_t(stream);
   if (s >= slots_.size()) return std::nullopt;
   Slot& slot = slots_[s];
@@ -65,6 +70,7 @@ std::optional<Snapshot> Snapshots::jpeg(int stream, const StreamStats& stats, in
       const Frame host = in_host_memory(*frame);
       frame.reset();
       cv::Mat image = to_bgr(host.view);
+      slot.clean = image.clone();
       draw_overlay(image, overlay_.make(result, stats, result.pts_ns), overlay_.style);
       slot.labelled = std::move(image);
       slot.shown = std::move(result);
@@ -76,13 +82,15 @@ std::optional<Snapshot> Snapshots::jpeg(int stream, const StreamStats& stats, in
   // (even sides: the encoder takes 4:2:0, whose chroma planes halve them)
   const int width = std::max(2, (max_width > 0 && max_width < slot.labelled.cols ? max_width : slot.labelled.cols) & ~1);
   const int height = std::max(2, (slot.labelled.rows * width / slot.labelled.cols) & ~1);
-  auto it = slot.encoded.find(width);
+  const cv::Mat& picture = clean ? slot.clean : slot.labelled;
+  const int key = 2 * width + (clean ? 1 : 0);
+  auto it = slot.encoded.find(key);
   if (it == slot.encoded.end()) {
-    cv::Mat scaled = slot.labelled;
-    if (width != slot.labelled.cols || height != slot.labelled.rows) {
-      cv::resize(slot.labelled, scaled, cv::Size(width, height), 0, 0, cv::INTER_AREA);
-    }
-    it = slot.encoded.emplace(width, encode_jpeg(scaled)).first;
+    cv::Mat scaled = picture;
+    if (width != picture.cols || height != picture.rows) cv::resize(picture, scaled, cv::Size(width, height), 0, 0, cv::INTER_AREA);
+    // A few widths at once (a page's tiles, a thumbnail): a client asking for every width cannot grow this.
+    if (slot.encoded.size() >= kWidthsKept) slot.encoded.clear();
+    it = slot.encoded.emplace(key, encode_jpeg(scaled)).first;
   }
   Snapshot out{it->second, {}, 0, slot.shown.frame};
   if (!slot.shown.top.empty()) {
@@ -90,6 +98,12 @@ std::optional<Snapshot> Snapshots::jpeg(int stream, const StreamStats& stats, in
     out.score = slot.shown.top.front().score;
   }
   return out;
+}
+
+size_t Snapshots::widths_kept(int stream) {
+  Slot& slot = slots_.at(size_t(stream));
+  std::lock_guard making(slot.making);
+  return slot.encoded.size();
 }
 
 }  // namespace vc::pipeline

@@ -38,7 +38,11 @@ class Snapshots {
   // A stream takes over `stream`'s slot: nothing of the one before is shown.
   void reset(int stream);
 
-  std::optional<Snapshot> jpeg(int stream, const StreamStats& stats, int max_width, std::chrono::milliseconds wait);
+  // `clean`: the frame without the overlay (a page that prints the label under the picture itself).
+  std::optional<Snapshot> jpeg(int stream, const StreamStats& stats, int max_width, std::chrono::milliseconds wait,
+                               bool clean = false);
+  // The JPEG sizes kept of the stream's last image (a few: a client asking for every width cannot grow them).
+  [[nodiscard]] size_t widths_kept(int stream);
 
  private:
   struct Slot {
@@ -48,9 +52,10 @@ class Snapshots {
     uint64_t taken = 0;                     // frames handed over so far (guarded by mutex_)
     bool waiting = false;                   // a request waits for the next frame (guarded by mutex_)
     cv::Mat labelled;                       // the last image made, with its overlay (guarded by making)
+    cv::Mat clean;                          // the same without it
     FrameResult shown;                      // its result
     Clock::time_point made{};
-    std::map<int, std::string> encoded;     // that image as JPEG, by width
+    std::map<int, std::string> encoded;     // that image as JPEG, by 2 x width + clean
   };
 
   std::chrono::milliseconds min_interval_;

@@ -15,7 +15,7 @@ FLOORS = [
     ["config"],
     ["inference"],
     ["pipeline/core"],
-    ["pipeline/batching", "pipeline/sources", "pipeline/results"],
+    ["pipeline/batching", "pipeline/sources", "pipeline/results", "pipeline/regions"],
     ["pipeline/outputs"],
     ["pipeline/events"],
     ["pipeline"],

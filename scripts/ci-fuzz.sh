@@ -10,8 +10,12 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 dir=build-fuzz
 cxx=${VC_FUZZ_CXX:-clang++-14}
-targets=(config set_value safetensors results)
-declare -A dict=([config]=config [set_value]=config [safetensors]=safetensors [results]=results)
+targets=(config set_value safetensors results http)
+declare -A dict=([config]=config [set_value]=config [safetensors]=safetensors [results]=results [http]=http)
+# Longer inputs where the limits under test are long: the HTTP server's header (16 KiB) and body (64 KiB) bounds; and
+# at least 60 s for what a network client reaches first, the HTTP request parser and router.
+declare -A max_len=([http]=70000)
+declare -A min_seconds=([http]=60)
 
 start=$(date +%s)
 mkdir -p "$dir"
@@ -29,7 +33,9 @@ for t in "${targets[@]}"; do
   rm -rf "$run" && mkdir -p "$run/corpus" "$run/findings"
   cp fuzz/corpus/"$t"/* "$run/corpus/"
   # -timeout: an input that takes over 10 s is a finding (a hang); -rss_limit_mb: so is one that needs 2 GiB.
-  if "$dir/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  len=(); [ -n "${max_len[$t]:-}" ] && len=(-max_len="${max_len[$t]}")
+  time_for=$seconds; [ "${min_seconds[$t]:-0}" -gt "$seconds" ] && time_for=${min_seconds[$t]}
+  if "$dir/fuzz_$t" -max_total_time="$time_for" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${len[@]}" \
        -dict="fuzz/${dict[$t]}.dict" -artifact_prefix="$run/findings/" "$run/corpus" >"$run/log" 2>&1; then
     runs=$(awk '/^stat::number_of_executed_units/ {print $2}' "$run/log")
     cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$run/log" | tail -1 || true)
@@ -41,7 +47,10 @@ for t in "${targets[@]}"; do
     grep -E -m1 -A24 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ FINDING|terminate called' \
       "$run/log" | cut -c1-200 >&2 || tail -40 "$run/log" >&2
     for f in "$run/findings"/*; do
-      [ -e "$f" ] && echo "ci-fuzz: reproduce with: $dir/fuzz_$t $f  (add it to fuzz/corpus/$t/ once fixed)" >&2
+      [ -e "$f" ] || continue
+      echo "ci-fuzz: reproduce with: $dir/fuzz_$t $f  (add it to fuzz/corpus/$t/ once fixed)" >&2
+      # The input itself (its first 400 bytes, escaped): a CI log is often all there is of a finding.
+      echo "ci-fuzz: the input: $(python3 -c 'import sys; print(repr(open(sys.argv[1], "rb").read(400)))' "$f")" >&2
     done
   fi
 done

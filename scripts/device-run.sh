@@ -28,6 +28,8 @@
 #              varied backgrounds (tools/fashion/render_fashion_set.py, from the items device-bundle.sh picked), then the app's
 #              top-1 (cuDNN) on the 1,000 validation images beside PyTorch's (tools/compare_predictions.py, >= 99.9 %)
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
+#   regions    64 live streams whole, then with 4 regions each on 2 models (VC_REGIONS_LIVE); the preprocessing
+#              kernel on a batch of 256 crops against 256 whole frames (not in the default)
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options;
 # VC_LIVE_SECONDS (default 30) is how long the events and api stages' live runs last.
@@ -195,6 +197,13 @@ if want api; then
   stage "api: 64 live streams, a stream added and removed beside them over and over"
   bench_pipeline --app "$(command -v video-classifier)" --streams "" --live 64 --live-seconds "${VC_LIVE_SECONDS:-30}" --churn \
     --json "$out/bench_api.json" 2>&1 | tee "$out/bench_api.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want regions; then
+  stage "regions: 64 live streams classified whole, then 4 regions each on 2 models; preprocessing of 256 crops"
+  bench --only preprocess --json "$out/bench_preprocess.json" 2>&1 | tee "$out/bench_preprocess.log" | grep "preprocess" || status=1
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_REGIONS_LIVE:-64}" \
+    --live-seconds "${VC_LIVE_SECONDS:-30}" --regions --json "$out/bench_regions.json" 2>&1 | tee "$out/bench_regions.log" |
+    grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want gpus; then
   stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"

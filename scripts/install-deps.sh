@@ -3,7 +3,8 @@
 # (xvfb, mosquitto, curl and chromium are for the tests: a virtual display, a real MQTT broker, an HTTP client, a
 #  headless browser for the web page (fonts-dejavu-core: its text); clang-14 and libclang-rt-14-dev build the
 #  libFuzzer targets that CI runs, scripts/ci-fuzz.sh; dataset-fashion-mnist is what tools/train_default_model.py,
-#  tools/fashion/make_sample_video.py and the device bundle's fine-tuning set are made from.)
+#  tools/fashion/make_sample_video.py and the device bundle's fine-tuning set are made from; python3-torch and
+#  python3-torchvision are the CPU PyTorch of the tools' light environment, scripts/tools-env.sh.)
 # The CUDA toolkit and cuDNN 9 are not installed here (see README.md, "CUDA and cuDNN").
 set -euo pipefail
 packages=(
@@ -13,10 +14,10 @@ packages=(
   gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-x
   libopencv-core-dev libopencv-imgproc-dev
   libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
-  libmosquitto-dev libcpp-httplib-dev
+  libmosquitto-dev libboost1.81-dev
   xvfb xauth mosquitto mosquitto-clients chromium fonts-dejavu-core
   clang-14 libclang-rt-14-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist python3-torch python3-torchvision
 )
 missing=()
 for p in "${packages[@]}"; do

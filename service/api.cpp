@@ -1,14 +1,9 @@
 #include "service/api.hpp"
 
-#include <httplib.h>
-
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
+#include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <set>
-#include <thread>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +11,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/redact.hpp"
 #include "config/version.hpp"
 #include "service/api_views.hpp"
 
@@ -23,9 +19,12 @@ namespace vc::service {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using http::Access;
+using http::Lane;
+using http::Request;
+using http::Response;
 using pipeline::RequestError;
 using pipeline::StreamState;
-using pipeline::StreamStats;
 using namespace std::chrono_literals;
 
 namespace {
@@ -35,110 +34,34 @@ constexpr auto kRemoveWait = 20s;
 // How long a snapshot request waits for the stream's next frame.
 constexpr auto kSnapshotWait = 1s;
 constexpr int kMaxSnapshotWidth = 4096;
-
-void reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-void error_reply(httplib::Response& res, int status, const std::string& message, const std::string& key = {}) {
-  json body{{"error", message}};
-  if (!key.empty()) body["key"] = key;
-  reply(res, status, body);
-}
-
-bool same_text(const std::string& a, const std::string& b) {  // (without an early exit: no timing hint)
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-std::string json_error_text(const json::parse_error& e) {
-  const std::string what = e.what();
-  const auto at = what.find("] ");
-  return at == std::string::npos ? what : what.substr(at + 2);
-}
+// A live view's pictures waiting for a slow viewer; beyond, it skips pictures.
+constexpr size_t kLiveQueueBytes = 4 << 20;
 
 }  // namespace
 
-Api::Api(const config::Api& settings, pipeline::RunControl& run) : settings_(settings), run_(run) {
-  if (!settings_.token_file.empty()) {
-    std::ifstream in(settings_.token_file);
-    if (!in) throw ConfigError(fmt::format("api.token_file: cannot read '{}'", settings_.token_file), "api.token_file");
-    std::getline(in, token_);
-  } else if (const char* env = std::getenv("VC_API_TOKEN")) {
-    token_ = env;
-  }
-  while (!token_.empty() && std::isspace(static_cast<unsigned char>(token_.back()))) token_.pop_back();
-  if (!settings_.token_file.empty() && token_.empty()) {
-    throw ConfigError(fmt::format("api.token_file: '{}' is empty", settings_.token_file), "api.token_file");
-  }
-  for (const auto& d : settings_.allowed_dirs) {
-    std::error_code ec;
-    const auto canonical = fs::weakly_canonical(fs::absolute(d), ec);
-    allowed_dirs_.push_back((ec ? fs::path(d) : canonical).lexically_normal().string());
-  }
-  auto log = vc::log::get("service");
-  if (token_.empty()) log->warn("api: no token (api.token_file, VC_API_TOKEN): the API is read-only");
-}
-
-bool Api::allowed(const httplib::Request& req, httplib::Response& res, Access access) {
-  if (access == Access::Read && !settings_.protect_reads) return true;
-  if (token_.empty()) {
-    error_reply(res, 403, "changes are turned off: the service has no token (api.token_file or VC_API_TOKEN)");
-    return false;
-  }
-  const auto header = req.get_header_value("Authorization");
-  if (header.rfind("Bearer ", 0) != 0) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    error_reply(res, 401, "a bearer token is needed (Authorization: Bearer TOKEN)");
-    return false;
-  }
-  if (!same_text(header.substr(7), token_)) {
-    error_reply(res, 403, "the token is not the service's");
-    return false;
-  }
-  return true;
-}
-
-bool Api::within_rate(const httplib::Request& req, httplib::Response& res) {
-  const auto now = std::chrono::steady_clock::now();
-  const double burst = std::max(1.0, settings_.rate_per_s);
-  std::lock_guard lock(rate_mutex_);
-  if (buckets_.size() > 10000) buckets_.clear();  // (a flood of addresses: forget them rather than grow)
-  auto [it, fresh] = buckets_.try_emplace(req.remote_addr, Bucket{burst, now});
-  Bucket& b = it->second;
-  b.tokens = std::min(burst, b.tokens + std::chrono::duration<double>(now - b.at).count() * settings_.rate_per_s);
-  b.at = now;
-  if (b.tokens < 1) {
-    res.set_header("Retry-After", std::to_string(int(std::ceil((1 - b.tokens) / settings_.rate_per_s))));
-    error_reply(res, 429, fmt::format("more than {} change(s) per second (api.rate_per_s)", settings_.rate_per_s));
-    return false;
-  }
-  b.tokens -= 1;
-  return true;
-}
-
-void Api::check_paths(const config::Input& in) const {
-  std::string path;
-  if (in.kind == config::InputKind::File || in.kind == config::InputKind::Image) path = in.path;
-  else if (in.kind == config::InputKind::Uri) path = file_uri_path(in.uri);
-  if (path.empty()) return;
-  if (path.rfind("file://", 0) == 0) path = file_uri_path(path);
+Api::Api(const config::Api& settings, pipeline::RunControl& run)
+    : settings_(settings), run_(run), access_(settings), allowed_dirs_(settings.allowed_dirs) {
   std::error_code ec;
-  // Links and ".." resolved first: the file it would really read must be inside an allowed folder.
-  const auto real = fs::weakly_canonical(fs::absolute(path), ec).lexically_normal();
-  if (!ec) {
-    for (const auto& dir : allowed_dirs_) {
-      const auto rel = real.lexically_relative(dir);
-      if (!rel.empty() && *rel.begin() != "..") return;
+  if (!settings_.state_file.empty() && fs::exists(settings_.state_file, ec)) {
+    try {
+      for (auto& name : config::load_added_over_api(settings_.state_file)) added_over_api_.insert(name);
+    } catch (const Error& e) {
+      vc::log::get("service")->warn("api: {}: which streams were added over the API is not known: {}",
+                                    settings_.state_file, e.what());
     }
   }
-  throw RequestError(403, allowed_dirs_.empty()
-                              ? fmt::format("input: '{}': files may not be read over the API (api.allowed_dirs is "
-                                            "empty)", path)
-                              : fmt::format("input: '{}' is outside api.allowed_dirs", path));
+}
+
+Api::~Api() { stop(); }
+
+void Api::stop() {
+  stopping_ = true;
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> views;
+  {
+    std::lock_guard lock(views_mutex_);
+    views.swap(views_);
+  }
+  for (auto& [thread, done] : views) thread.join();
 }
 
 void Api::state_saved(std::string& warning) {
@@ -152,262 +75,311 @@ void Api::state_saved(std::string& warning) {
 
 void Api::save_state() {
   if (settings_.state_file.empty()) return;
-  config::save_inputs(run_.inputs(), settings_.state_file, run_.config().input);
+  const auto inputs = run_.inputs();
+  std::vector<std::string> added;
+  for (const auto& in : inputs) {
+    if (added_over_api_.count(in.name)) added.push_back(in.name);
+  }
+  config::save_inputs(inputs, settings_.state_file, run_.config().input, added);
 }
 
-void Api::add(const httplib::Request& req, httplib::Response& res) {
+Response Api::add(const Request& req) {
   config::Input input;
   try {
     // JSON is what the API speaks (a YAML mapping would do as well: the body is read as the config file is).
     const auto body = json::parse(req.body);
-    if (!body.is_object()) return error_reply(res, 422, "the body must be a JSON object: an `inputs:` entry");
+    if (!body.is_object()) return error_reply(422, "the body must be a JSON object: an `inputs:` entry");
     input = config::parse_input(run_.config(), body.dump(), "request");
   } catch (const json::parse_error& e) {
-    return error_reply(res, 400, "the body is not JSON: " + json_error_text(e));
+    return error_reply(400, "the body is not JSON: " + json_error_text(e));
   } catch (const ConfigError& e) {
-    return error_reply(res, 422, e.what(), key_of(e));
+    return error_reply(422, e.what(), key_of(e));
   }
   std::lock_guard change(change_mutex_);
   try {
-    check_paths(input);
-    run_.add_stream(input);
+    const auto opened = allowed_dirs_.open(input);  // the file it reads, checked and opened here
+    run_.add_stream(input, opened);
   } catch (const RequestError& e) {
-    return error_reply(res, e.status(), e.what(), e.status() == 403 ? source_key(input) : "");
+    return error_reply(e.status(), e.what(), e.status() == 403 ? source_key(input) : "");
   } catch (const ConfigError& e) {
-    return error_reply(res, 422, e.what(), key_of(e));
+    return error_reply(422, e.what(), key_of(e));
   } catch (const Error& e) {  // it cannot start: a file that is not there, a camera that is not plugged in
-    return error_reply(res, 422, e.what(), source_key(input));
+    return error_reply(422, e.what(), source_key(input));
   }
+  added_over_api_.insert(input.name);
   json view = json::object();
   if (auto s = find_stream(run_, input.name)) view = stream_view(*s, run_);
   std::string warning;
   state_saved(warning);
   if (!warning.empty()) view["warning"] = warning;
-  vc::log::get("service")->info("api: stream {} added by {}", input.name, req.remote_addr);
-  reply(res, 201, view);
+  vc::log::get("service")->info("api: stream {} added by {}", input.name, req.client);
+  return reply(201, view);
 }
 
-void Api::remove(const std::string& name, httplib::Response& res) {
+Response Api::regions(const std::string& name) {
+  const auto now = run_.regions(name);
+  json list = json::array();
+  std::vector<pipeline::StreamStats::RegionStat> stats;
+  if (const auto s = find_stream(run_, name)) stats = s->region_stats();
+  for (const auto& r : now.input.regions) {
+    json item{{"name", r.name}, {"box", r.box}, {"model", r.model}, {"every", r.every}};
+    if (const auto px = now.width > 0 ? config::region_pixels(r, now.width, now.height) : std::nullopt) {
+      item["pixels"] = {px->x, px->y, px->width, px->height};
+    }
+    const auto st = std::find_if(stats.begin(), stats.end(), [&](const auto& x) { return x.region == r.name; });
+    item["label"] = st != stats.end() ? json(st->current.label) : json(nullptr);
+    item["score"] = st != stats.end() ? json(rounded(st->current.score, 1e6)) : json(nullptr);
+    list.push_back(item);
+  }
+  return reply(200, {{"stream", name}, {"whole", now.input.regions.empty() || now.input.whole}, {"regions", list},
+                     {"width", now.width}, {"height", now.height}});
+}
+
+Response Api::set_regions(const Request& req, const std::string& name) {
+  std::lock_guard change(change_mutex_);
+  try {
+    const auto body = json::parse(req.body);
+    if (!body.is_object()) return error_reply(422, "the body must be a JSON object: {\"regions\": [...], \"whole\": …}");
+    const auto now = run_.regions(name);
+    run_.set_regions(name, config::with_regions(run_.config(), now.input, body.dump(), "request"));
+  } catch (const json::parse_error& e) {
+    return error_reply(400, "the body is not JSON: " + json_error_text(e));
+  } catch (const RequestError& e) {
+    return error_reply(e.status(), e.what());
+  } catch (const ConfigError& e) {
+    return error_reply(422, e.what(), key_of(e));
+  }
+  std::string warning;
+  state_saved(warning);
+  vc::log::get("service")->info("api: stream {}'s regions set by {}", name, req.client);
+  auto view = regions(name);
+  return view;
+}
+
+Response Api::remove(const std::string& name) {
   std::lock_guard change(change_mutex_);
   bool finalized = false;
   try {
     finalized = run_.remove_stream(name, kRemoveWait);
   } catch (const RequestError& e) {
-    return error_reply(res, e.status(), e.what());
+    return error_reply(e.status(), e.what());
   }
+  added_over_api_.erase(name);
   json body{{"removed", name}, {"finalized", finalized}};
   std::string warning;
   state_saved(warning);
   if (!warning.empty()) body["warning"] = warning;
   vc::log::get("service")->info("api: stream {} removed", name);
-  reply(res, finalized ? 200 : 202, body);
+  return reply(finalized ? 200 : 202, body);
 }
 
-void Api::snapshot(const httplib::Request& req, httplib::Response& res, const std::string& name) {
+Response Api::status() {
+  const auto streams = run_.streams();
+  int64_t frames = 0;
+  int running = 0;
+  for (const auto& s : streams) {
+    frames += s->classified;
+    running += s->state == StreamState::Running || s->state == StreamState::Reconnecting ? 1 : 0;
+  }
+  json engines = json::array();
+  int64_t batches = 0;
+  for (const auto& e : run_.engines()) {
+    batches += e.stats->batches.load();
+    engines.push_back({{"engine", e.engine}, {"gpu", e.gpu}, {"name", e.name}, {"batches", e.stats->batches.load()},
+                       {"frames", e.stats->frames.load()}, {"failed", !e.failure.empty()}, {"failure", e.failure}});
+  }
+  json models = json::array({"default"});  // what a region may name (models: beside model:)
+  for (const auto& [name, m] : run_.config().models) models.push_back(name);
+  json deployed = json::array();  // the run's models: the weights each has now and had (GET /api/v1/models)
+  for (const auto& m : run_.models()) deployed.push_back(model_view(m));
+  return reply(200, {{"version", vc::kVersion},
+                     {"engine", run_.engine_name()},
+                     {"gpu", run_.cuda_device()},
+                     {"model", run_.config().model.architecture},
+                     {"models", models},
+                     {"model_versions", deployed},
+                     {"ready", run_.engine().ready.load()},
+                     {"uptime_s", std::chrono::duration<double>(pipeline::Clock::now() - started_).count()},
+                     {"streams_running", running},
+                     {"max_streams", settings_.max_streams},
+                     {"frames", frames},
+                     {"batches", batches},
+                     {"engines", engines},
+                     {"changes_allowed", access_.changes_allowed()},
+                     {"token_for_reads", settings_.protect_reads},
+                     {"snapshot_interval_s", settings_.snapshot_interval_s},
+                     {"events", run_.events() != nullptr}});
+}
+
+Response Api::snapshot(const Request& req, const std::string& name) {
   int width = 0;
   if (req.has_param("width")) {
     try {
-      width = std::stoi(req.get_param_value("width"));
+      width = std::stoi(req.param("width"));
     } catch (const std::exception&) {
       width = -1;
     }
-    if (width < 1 || width > kMaxSnapshotWidth) {
-      return error_reply(res, 422, fmt::format("width: 1 to {}", kMaxSnapshotWidth), "width");
-    }
+    if (width < 1 || width > kMaxSnapshotWidth) return error_reply(422, fmt::format("width: 1 to {}", kMaxSnapshotWidth), "width");
   }
   try {
-    auto shot = run_.snapshot(name, width, kSnapshotWait);
-    if (!shot) return error_reply(res, 503, fmt::format("stream {} has no frame yet", name));
-    res.set_header("Cache-Control", "no-store");
+    auto shot = run_.snapshot(name, width, kSnapshotWait, req.param("overlay") == "0");
+    if (!shot) return error_reply(503, fmt::format("stream {} has no frame yet", name));
+    Response r(200, std::move(shot->jpeg), "image/jpeg");
+    r.header("Cache-Control", "no-store");
     // What the picture shows, for a page that labels it (percent-encoded: a label may be any UTF-8 text).
-    res.set_header("X-Label", url_encoded(shot->label));
-    res.set_header("X-Score", fmt::format("{:.4f}", shot->score));
-    res.set_header("X-Frame", std::to_string(shot->frame));
-    res.set_content(std::move(shot->jpeg), "image/jpeg");
+    r.header("X-Label", url_encoded(shot->label));
+    r.header("X-Score", fmt::format("{:.4f}", shot->score));
+    r.header("X-Frame", std::to_string(shot->frame));
+    return r;
   } catch (const RequestError& e) {
-    error_reply(res, e.status(), e.what());
+    return error_reply(e.status(), e.what());
   } catch (const Error& e) {
-    error_reply(res, 500, e.what());
+    return error_reply(500, e.what());
   }
 }
 
-void Api::mjpeg(const httplib::Request& req, httplib::Response& res, const std::string& name) {
-  if (!find_stream(run_, name)) return error_reply(res, 404, fmt::format("no stream is named '{}'", name));
+// A live view: a thread of its own makes its pictures and pushes them; the server sends what the viewer can take.
+Response Api::mjpeg(const Request& req, const std::string& name) {
+  if (!find_stream(run_, name)) return error_reply(404, fmt::format("no stream is named '{}'", name));
   if (++mjpeg_clients_ > settings_.mjpeg_clients) {
     --mjpeg_clients_;
-    return error_reply(res, 503, fmt::format("{} live view(s) are open already (api.mjpeg_clients)", settings_.mjpeg_clients));
+    return error_reply(503, fmt::format("{} live view(s) are open already (api.mjpeg_clients)", settings_.mjpeg_clients));
   }
   int width = 0;
-  if (req.has_param("width")) width = std::clamp(std::atoi(req.get_param_value("width").c_str()), 0, kMaxSnapshotWidth);
+  try {
+    if (req.has_param("width")) width = std::clamp(std::stoi(req.param("width")), 0, kMaxSnapshotWidth);
+  } catch (const std::exception&) {
+  }
   const auto interval = std::chrono::milliseconds(int64_t(settings_.snapshot_interval_s * 1000));
-  res.set_header("Cache-Control", "no-store");
-  res.set_chunked_content_provider(
-      "multipart/x-mixed-replace; boundary=frame",
-      [this, name, width, interval](size_t, httplib::DataSink& sink) {
-        const auto next = std::chrono::steady_clock::now() + interval;
-        std::optional<std::string> jpeg;
-        try {
-          if (auto shot = run_.snapshot(name, width, kSnapshotWait)) jpeg = std::move(shot->jpeg);
-        } catch (const std::exception&) {
-          return false;  // the stream is gone
-        }
-        if (jpeg) {
-          const auto head = fmt::format("--frame\r\nContent-Type: image/jpeg\r\nContent-Length: {}\r\n\r\n", jpeg->size());
-          if (!sink.write(head.data(), head.size()) || !sink.write(jpeg->data(), jpeg->size()) || !sink.write("\r\n", 2)) {
-            return false;
-          }
-        }
-        const auto s = find_stream(run_, name);
-        if (!s || s->closed) {
-          sink.done();
-          return true;
-        }
-        std::this_thread::sleep_until(next);
-        return sink.is_writable();
-      },
-      [this](bool) { --mjpeg_clients_; });
+  auto live = std::make_shared<http::LiveBody>(kLiveQueueBytes);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread producer([this, live, done, name, width, interval] {
+    while (live->open() && !stopping_) {
+      const auto next = std::chrono::steady_clock::now() + interval;
+      std::optional<pipeline::Snapshot> shot;
+      try {
+        shot = run_.snapshot(name, width, kSnapshotWait, false);
+      } catch (const std::exception&) {
+        break;  // the stream is gone
+      }
+      if (shot) {
+        auto part = fmt::format("--frame\r\nContent-Type: image/jpeg\r\nContent-Length: {}\r\n\r\n", shot->jpeg.size());
+        part += shot->jpeg;
+        part += "\r\n";
+        if (!live->push(std::move(part))) break;
+      }
+      const auto s = find_stream(run_, name);
+      if (!s || s->closed) break;
+      while (live->open() && !stopping_ && std::chrono::steady_clock::now() < next) std::this_thread::sleep_for(20ms);
+    }
+    live->finish();
+    --mjpeg_clients_;
+    *done = true;
+  });
+  {
+    std::lock_guard lock(views_mutex_);
+    for (auto it = views_.begin(); it != views_.end();) {  // the finished ones joined: the list stays short
+      if (*it->second) {
+        it->first.join();
+        it = views_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    views_.emplace_back(std::move(producer), done);
+  }
+  Response r;
+  r.content_type = "multipart/x-mixed-replace; boundary=frame";
+  r.header("Cache-Control", "no-store");
+  r.live = live;
+  return r;
 }
 
-void Api::install(httplib::Server& server) {
-  server.set_payload_max_length(size_t(settings_.max_body_kb) * 1024);
-  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {  // (413, 404, … said in JSON too)
-    if (!res.body.empty()) return;
-    error_reply(res, res.status, res.status == 413   ? "the body is too large (api.max_body_kb)"
-                                 : res.status == 404 ? "no such page"
-                                                     : fmt::format("HTTP {}", res.status));
-  });
-  // Live views hold a thread each: the pool has room for them and for everything else.
-  server.new_task_queue = [n = size_t(settings_.mjpeg_clients) + 8] { return new httplib::ThreadPool(n); };
+Response Api::events(const Request& req) {
+  uint64_t since = 0;
+  size_t limit = 100;
+  try {
+    if (req.has_param("since")) since = std::stoull(req.param("since"));
+    if (req.has_param("limit")) limit = std::clamp<size_t>(std::stoul(req.param("limit")), 1, 1000);
+  } catch (const std::exception&) {
+    return error_reply(422, "since and limit are whole numbers");
+  }
+  const auto list_of = run_.recent_events(req.param("stream"), req.param("type"), since, limit);
+  json list = json::array();
+  uint64_t last = since;
+  std::error_code ec;
+  const auto dir = fs::weakly_canonical(fs::absolute(run_.config().events.dir), ec);
+  for (const auto& e : list_of) {
+    json item = json::parse(e.json, nullptr, false);
+    item["seq"] = e.seq;
+    for (const char* file : {"snapshot", "thumbnail", "clip"}) {  // where the page fetches them
+      if (item.contains(file)) {
+        if (auto url = event_file_url(dir, item[file]); !url.empty()) item[std::string(file) + "_url"] = url;
+      }
+    }
+    list.push_back(std::move(item));
+    last = std::max(last, e.seq);
+  }
+  return reply(200, {{"events", list}, {"last", last}});
+}
 
-  server.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
-    (void)req;
-    res.set_header("Content-Security-Policy",
-                   "default-src 'self'; img-src 'self' blob: data:; style-src 'self' 'unsafe-inline'; "
-                   "script-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'");
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_content(web_page(), "text/html; charset=utf-8");
+void Api::install(http::Router& router) {
+  router.set_gate([this](const Request& head, Access access) { return access_.check(head, access); });
+  router.add("GET", "/", Access::Open, Lane::Inline, 0, [](Request&) {
+    Response r(200, web_page(), "text/html; charset=utf-8");
+    r.header("Content-Security-Policy",
+             "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; style-src 'self' 'unsafe-inline'; "
+             "script-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'");
+    r.header("Cache-Control", "no-store");
+    return r;
   });
-  server.Get("/api/v1/status", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    const auto streams = run_.streams();
-    int64_t frames = 0;
-    int running = 0;
-    for (const auto& s : streams) {
-      frames += s->classified;
-      running += s->state == StreamState::Running || s->state == StreamState::Reconnecting ? 1 : 0;
-    }
-    const auto& cfg = run_.config();
-    json engines = json::array();
-    int64_t batches = 0;
-    for (const auto& e : run_.engines()) {
-      batches += e.stats->batches.load();
-      engines.push_back({{"engine", e.engine}, {"gpu", e.gpu}, {"name", e.name}, {"batches", e.stats->batches.load()},
-                         {"frames", e.stats->frames.load()}, {"failed", !e.failure.empty()}, {"failure", e.failure}});
-    }
-    reply(res, 200,
-          {{"version", vc::kVersion},
-           {"engine", run_.engine_name()},
-           {"gpu", run_.cuda_device()},
-           {"model", cfg.model.architecture},
-           {"ready", run_.engine().ready.load()},
-           {"uptime_s", std::chrono::duration<double>(pipeline::Clock::now() - started_).count()},
-           {"streams_running", running},
-           {"max_streams", settings_.max_streams},
-           {"frames", frames},
-           {"batches", batches},
-           {"engines", engines},
-           {"changes_allowed", !token_.empty()},
-           {"token_for_reads", settings_.protect_reads},
-           {"snapshot_interval_s", settings_.snapshot_interval_s},
-           {"events", run_.events() != nullptr}});
-  });
-  server.Get("/api/v1/streams", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
+  router.add("POST", "/api/v1/session", Access::Change, Lane::Reads, 0, [this](Request&) { return access_.open_session(); });
+  router.add("GET", "/api/v1/status", Access::Read, Lane::Reads, 0, [this](Request&) { return status(); });
+  router.add("GET", "/api/v1/streams", Access::Read, Lane::Reads, 0, [this](Request&) {
     json list = json::array();
     std::set<std::string> seen;
     auto streams = run_.streams();
     for (auto it = streams.rbegin(); it != streams.rend(); ++it) {  // the latest stream of each name
       if (!seen.insert((*it)->name).second) continue;
-      if ((*it)->closed && (*it)->end_reason_text() == "removed") continue;
+      if ((*it)->closed && (*it)->end_reason_text() == "removed") continue;  // (being let go of)
       list.push_back(stream_view(**it, run_));
     }
     std::reverse(list.begin(), list.end());
-    reply(res, 200, {{"streams", list}});
+    return reply(200, {{"streams", list}});
   });
-  server.Get(R"(/api/v1/streams/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    const auto s = find_stream(run_, req.matches[1]);
-    if (!s) return error_reply(res, 404, fmt::format("no stream is named '{}'", req.matches[1].str()));
-    reply(res, 200, stream_view(*s, run_));
+  router.add("GET", "/api/v1/streams/{}", Access::Read, Lane::Reads, 0, [this](Request& req) {
+    const auto s = find_stream(run_, req.params[0]);
+    if (!s) return error_reply(404, fmt::format("no stream is named '{}'", req.params[0]));
+    return reply(200, stream_view(*s, run_));
   });
-  server.Post("/api/v1/streams", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Change) || !within_rate(req, res)) return;
-    add(req, res);
-  });
-  server.Delete(R"(/api/v1/streams/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Change) || !within_rate(req, res)) return;
-    remove(req.matches[1], res);
-  });
-  server.Get(R"(/api/v1/streams/([^/]+)/snapshot\.jpg)", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    snapshot(req, res, req.matches[1]);
-  });
-  server.Get(R"(/api/v1/streams/([^/]+)/live\.mjpeg)", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    mjpeg(req, res, req.matches[1]);
-  });
-  server.Get("/api/v1/events", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    uint64_t since = 0;
-    size_t limit = 100;
+  router.add("POST", "/api/v1/streams", Access::Change, Lane::Changes, size_t(settings_.max_body_kb) * 1024,
+             [this](Request& req) { return add(req); });
+  router.add("DELETE", "/api/v1/streams/{}", Access::Change, Lane::Changes, 0, [this](Request& req) { return remove(req.params[0]); });
+  router.add("GET", "/api/v1/streams/{}/snapshot.jpg", Access::Read, Lane::Reads, 0,
+             [this](Request& req) { return snapshot(req, req.params[0]); });
+  router.add("GET", "/api/v1/streams/{}/live.mjpeg", Access::Read, Lane::Reads, 0,
+             [this](Request& req) { return mjpeg(req, req.params[0]); });
+  router.add("GET", "/api/v1/streams/{}/regions", Access::Read, Lane::Reads, 0, [this](Request& req) {
     try {
-      if (req.has_param("since")) since = std::stoull(req.get_param_value("since"));
-      if (req.has_param("limit")) limit = std::clamp<size_t>(std::stoul(req.get_param_value("limit")), 1, 1000);
-    } catch (const std::exception&) {
-      return error_reply(res, 422, "since and limit are whole numbers");
+      return regions(req.params[0]);
+    } catch (const RequestError& e) {
+      return error_reply(e.status(), e.what());
     }
-    const auto events = run_.recent_events(req.get_param_value("stream"), req.get_param_value("type"), since, limit);
-    json list = json::array();
-    uint64_t last = since;
-    std::error_code ec;
-    const auto dir = fs::weakly_canonical(fs::absolute(run_.config().events.dir), ec);
-    for (const auto& e : events) {
-      json item = json::parse(e.json, nullptr, false);
-      item["seq"] = e.seq;
-      for (const char* file : {"snapshot", "thumbnail", "clip"}) {  // where the page fetches them
-        if (item.contains(file)) {
-          if (auto url = event_file_url(dir, item[file]); !url.empty()) item[std::string(file) + "_url"] = url;
-        }
-      }
-      list.push_back(std::move(item));
-      last = std::max(last, e.seq);
-    }
-    reply(res, 200, {{"events", list}, {"last", last}});
   });
-  // The events' snapshots, thumbnails and clips (only files under events.dir).
-  server.Get(R"(/api/v1/event-files/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    std::error_code ec;
-    const auto dir = fs::weakly_canonical(fs::absolute(run_.config().events.dir), ec);
-    const auto file = fs::weakly_canonical(dir / req.matches[1].str(), ec);
-    const auto rel = file.lexically_relative(dir);
-    if (ec || rel.empty() || *rel.begin() == ".." || !fs::is_regular_file(file, ec)) {
-      return error_reply(res, 404, "no such event file");
-    }
-    auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
-    const auto size = fs::file_size(file, ec);
-    if (!*in || ec) return error_reply(res, 404, "no such event file");
-    res.set_content_provider(size, media_type(file), [in](size_t offset, size_t length, httplib::DataSink& sink) {
-      std::vector<char> buffer(std::min<size_t>(length, 1 << 16));
-      in->seekg(std::streamoff(offset));
-      in->read(buffer.data(), std::streamsize(buffer.size()));
-      const auto got = size_t(in->gcount());
-      return got > 0 && sink.write(buffer.data(), got);
-    });
+  router.add("PUT", "/api/v1/streams/{}/regions", Access::Change, Lane::Changes, size_t(settings_.max_body_kb) * 1024,
+             [this](Request& req) { return set_regions(req, req.params[0]); });
+  router.add("GET", "/api/v1/models", Access::Read, Lane::Reads, 0, [this](Request&) { return models(); });
+  router.add("PUT", "/api/v1/models/{}", Access::Change, Lane::Changes, size_t(settings_.max_body_kb) * 1024,
+             [this](Request& req) { return deploy(req, req.params[0]); });
+  router.add("POST", "/api/v1/models/{}/rollback", Access::Change, Lane::Changes, 0,
+             [this](Request& req) { return roll_back(req, req.params[0]); });
+  router.add("GET", "/api/v1/events", Access::Read, Lane::Reads, 0, [this](Request& req) { return events(req); });
+  // The events' snapshots, thumbnails and clips (only regular files under events.dir, reached without a link).
+  router.add("GET", "/api/v1/event-files/{*}", Access::Read, Lane::Reads, 0, [this](Request& req) {
+    return event_file(run_.config().events.dir, req.params[0], req.header("range"));
   });
-  server.Get("/api/v1/config", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, Access::Read)) return;
-    reply(res, 200, yaml_to_json(YAML::Load(config::to_yaml(run_.config()))));
+  router.add("GET", "/api/v1/config", Access::Read, Lane::Reads, 0, [this](Request&) {
+    return reply(200, yaml_to_json(YAML::Load(config::redact_credentials(config::to_yaml(run_.config())))));
   });
 }
 
@@ -415,7 +387,10 @@ Reconciled Api::reconcile(const std::vector<config::Input>& wanted) {
   Reconciled out;
   std::lock_guard change(change_mutex_);
   std::map<std::string, config::Input> now;
-  for (auto& in : run_.inputs()) now.emplace(in.name, in);
+  for (auto& in : run_.inputs()) {
+    if (added_over_api_.count(in.name)) out.kept.push_back(in.name);  // the API's: not the config file's to change
+    else now.emplace(in.name, in);
+  }
   std::map<std::string, const config::Input*> want;
   for (const auto& in : wanted) want.emplace(in.name, &in);
   auto remove = [&](const std::string& name) {
@@ -428,8 +403,12 @@ Reconciled Api::reconcile(const std::vector<config::Input>& wanted) {
     }
   };
   auto add = [&](const config::Input& in) {  // (the config file's streams are trusted as at the start)
+    if (added_over_api_.count(in.name)) {
+      out.failed.push_back(fmt::format("{}: a stream added over the API has this name (remove it first)", in.name));
+      return false;
+    }
     try {
-      run_.add_stream(in);
+      run_.add_stream(in, nullptr);
       return true;
     } catch (const std::exception& e) {
       out.failed.push_back(fmt::format("{}: {}", in.name, e.what()));

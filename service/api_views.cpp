@@ -2,14 +2,18 @@
 
 #include <strings.h>
 
+#include <cmath>
 #include <regex>
 
 #include <fmt/format.h>
+
+#include "config/redact.hpp"
 
 namespace vc::service {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using http::Response;
 using pipeline::StreamState;
 using pipeline::StreamStats;
 
@@ -48,8 +52,14 @@ json yaml_to_json(const YAML::Node& node) {
   }
 }
 
+// A measurement as a person reads it (fps to the hundredth, milliseconds to the microsecond), not 15 digits.
+double rounded(double v, double per_unit) { return std::round(v * per_unit) / per_unit; }
+
 json stream_view(const StreamStats& s, const pipeline::RunControl& run) {
   const auto label = s.label();
+  // The frame count first: a stream is running before its first frame is queued, so a view that counts frames never
+  // says "starting" (read the other way round, a first result landing between the two reads did).
+  const int64_t frames = s.classified.load();
   json view{{"name", s.name},
             {"state", pipeline::name(s.state.load())},
             {"source", s.source},
@@ -58,14 +68,25 @@ json stream_view(const StreamStats& s, const pipeline::RunControl& run) {
             {"gpu_frames", s.gpu_frames.load()},
             {"engine", s.engine.load()},
             {"gpu", s.gpu.load()},
-            {"fps", s.rate.per_second(pipeline::Clock::now())},
-            {"frames", s.classified.load()},
+            {"fps", rounded(s.rate.per_second(pipeline::Clock::now()), 100)},
+            {"frames", frames},
             {"dropped", s.queue_dropped.load() + s.output_dropped.load()},
             {"restarts", s.reconnects.load()},
-            {"latency_ms", {{"p50", s.latency.percentile_ms(0.5)}, {"p99", s.latency.percentile_ms(0.99)}}},
+            {"latency_ms", {{"p50", rounded(s.latency.percentile_ms(0.5), 1000)},
+                            {"p99", rounded(s.latency.percentile_ms(0.99), 1000)}}},
             {"label", label.index >= 0 ? json(label.label) : json(nullptr)},
-            {"score", label.index >= 0 ? json(label.score) : json(nullptr)},
+            {"score", label.index >= 0 ? json(rounded(label.score, 1e6)) : json(nullptr)},
             {"events", s.events.load()}};
+  // Its regions' latest results (their boxes: GET /api/v1/streams/NAME/regions).
+  if (const auto regions = s.region_stats(); !regions.empty()) {
+    json list = json::array();
+    for (const auto& r : regions) {
+      list.push_back({{"name", r.region}, {"model", r.model}, {"label", r.current.label},
+                      {"score", rounded(r.current.score, 1e6)}, {"results", r.classified}});
+    }
+    view["regions"] = list;
+  }
+  if (s.shown_width > 0) view["size"] = {s.shown_width.load(), s.shown_height.load()};
   if (auto e = s.error_text(); !e.empty()) view["error"] = e;
   if (s.state == StreamState::Ended || s.state == StreamState::Failed) view["end_reason"] = s.end_reason_text();
   const auto last = run.last_event(s.name);
@@ -82,6 +103,34 @@ std::shared_ptr<const StreamStats> find_stream(const pipeline::RunControl& run, 
   }
   if (found && found->closed && found->end_reason_text() == "removed") return nullptr;
   return found;
+}
+
+// A JSON answer; any credential a URI in it carries is replaced (config/redact.hpp): nothing the API says has one.
+Response reply(int status, const json& body) {
+  return {status, config::redact_credentials(body.dump(-1, ' ', false, json::error_handler_t::replace))};
+}
+
+Response error_reply(int status, const std::string& message, const std::string& key) {
+  json body{{"error", message}};
+  if (!key.empty()) body["key"] = key;
+  return reply(status, body);
+}
+
+std::string json_error_text(const json::parse_error& e) {
+  const std::string what = e.what();
+  const auto at = what.find("] ");
+  return at == std::string::npos ? what : what.substr(at + 2);
+}
+
+json model_view(const pipeline::ModelView& m) {
+  const auto version = [](const pipeline::ModelVersion& v) {
+    return json{{"id", v.id}, {"weights", v.weights}, {"deployed", v.deployed}};
+  };
+  json history = json::array();
+  for (const auto& v : m.history) history.push_back(version(v));
+  return {{"name", m.name},          {"id", m.current.id}, {"weights", m.current.weights},
+          {"deployed", m.current.deployed}, {"labels", m.labels}, {"history", history},
+          {"can_roll_back", m.can_roll_back}};
 }
 
 std::string url_encoded(const std::string& text) {

@@ -11,6 +11,7 @@
 #include "config/config.hpp"
 #include "config/errors.hpp"
 #include "pipeline/core/control.hpp"
+#include "service/http/http_message.hpp"
 
 namespace vc::service {
 
@@ -18,8 +19,20 @@ namespace vc::service {
 std::string key_of(const ConfigError& e);
 // A YAML document as JSON: numbers and booleans as such, quoted scalars as strings.
 nlohmann::json yaml_to_json(const YAML::Node& node);
+// A number rounded to 1/per_unit (JSON without float noise).
+double rounded(double v, double per_unit);
 // GET /api/v1/streams' entry for one stream.
 nlohmann::json stream_view(const pipeline::StreamStats& s, const pipeline::RunControl& run);
+
+// A JSON answer; any credential a URI in it carries is replaced (config/redact.hpp): nothing the API says has one.
+http::Response reply(int status, const nlohmann::json& body);
+// {"error": message, "key": key (when given)}.
+http::Response error_reply(int status, const std::string& message, const std::string& key = {});
+// A JSON parser's message without its "[json.exception…] " prefix.
+std::string json_error_text(const nlohmann::json::parse_error& e);
+
+// A model as GET /api/v1/models and /api/v1/status show it.
+nlohmann::json model_view(const pipeline::ModelView& m);
 // The stream of that name the service shows: the latest one (a name removed and added again is the new stream), and
 // none once it has been removed.
 std::shared_ptr<const pipeline::StreamStats> find_stream(const pipeline::RunControl& run, const std::string& name);

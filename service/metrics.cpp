@@ -96,6 +96,20 @@ std::string render_metrics(const pipeline::RunControl& run) {
   per_stream("vc_stream_non_finite_total", "counter", "frames whose logits held NaN/Inf", [](const StreamStats& s) { return s.non_finite.load(); });
   per_stream("vc_stream_up", "gauge", "1 while the stream runs, 0 while it reconnects, has ended or failed",
              [](const StreamStats& s) { return s.state == StreamState::Running ? 1 : 0; });
+  t.family("vc_region_results_total", "counter", "results of a stream's region (every N frames), by its model");
+  for (const auto& s : streams) {
+    for (const auto& r : s->region_stats()) {
+      t.sample("vc_region_results_total", fmt::format("stream=\"{}\",region=\"{}\",model=\"{}\"", label(s->name),
+                                                      label(r.region), label(r.model)), double(r.classified));
+    }
+  }
+  t.family("vc_region_score", "gauge", "the confidence of a region's latest top-1, with that label");
+  for (const auto& s : streams) {
+    for (const auto& r : s->region_stats()) {
+      t.sample("vc_region_score", fmt::format("stream=\"{}\",region=\"{}\",label=\"{}\"", label(s->name),
+                                              label(r.region), label(r.current.label)), double(r.current.score));
+    }
+  }
   per_stream("vc_stream_last_frame_age_seconds", "gauge", "seconds since the stream's last frame (-1: none yet)",
              [](const StreamStats& s) { return age_seconds(s.last_frame_ns); });
   t.family("vc_stream_decoder_info", "gauge",
@@ -197,8 +211,10 @@ std::pair<bool, std::string> render_health(const pipeline::RunControl& run, doub
       ok = false;
       why = "failed";
     }
-    if (state == StreamState::Running || state == StreamState::Reconnecting) {
-      if (age >= 0 ? age > stall_s : since_start > stall_s) {  // no frame yet: allowed for stall_s after the start
+    if (state == StreamState::Starting || state == StreamState::Running || state == StreamState::Reconnecting) {
+      // No frame yet: allowed stall_s after the stream's start (one added later: its own start, not the server's).
+      const double since = s->started_ns > 0 ? age_seconds(s->started_ns) : since_start;
+      if (age >= 0 ? age > stall_s : since > stall_s) {
         ok = false;
         why = "no frame from the source";
       } else if (waiting_for_results && result_age > stall_s) {  // the engine, post-processing or an output is stuck

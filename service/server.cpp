@@ -1,7 +1,6 @@
 #include "service/server.hpp"
 
 #include <arpa/inet.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,44 +15,49 @@
 
 namespace vc::service {
 
-Server::Server(const config::Config& config, pipeline::RunControl& run)
-    : settings_(config.metrics), run_(run), server_(std::make_unique<httplib::Server>()) {
+using http::Access;
+using http::Lane;
+using http::Response;
+
+Server::Server(const config::Config& config, pipeline::RunControl& run) : settings_(config.metrics), run_(run) {
   if (config.api.enabled) {
     api_ = std::make_unique<Api>(config.api, run);
-    api_->install(*server_);  // (the web page at /)
+    api_->install(router_);  // (the web page at /)
   } else {
-    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("video-classifier\n\n/metrics   Prometheus metrics\n/healthz   200 while every stream delivers "
+    router_.add("GET", "/", Access::Open, Lane::Inline, 0, [](http::Request&) {
+      return Response(200,
+                      "video-classifier\n\n/metrics   Prometheus metrics\n/healthz   200 while every stream delivers "
                       "frames and results\n/readyz    200 once the engine is built and every stream started\n(the REST "
                       "API and the web page: api.enabled)\n",
                       "text/plain; charset=utf-8");
     });
   }
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics(run_), "text/plain; version=0.0.4; charset=utf-8");
+  router_.add("GET", "/metrics", Access::Open, Lane::Reads, 0, [this](http::Request&) {
+    return Response(200, render_metrics(run_), "text/plain; version=0.0.4; charset=utf-8");
   });
-  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    const auto [ok, body] = render_health(run_, settings_.stall_s, started_);
-    res.status = ok ? 200 : 503;
-    res.set_content(body, "application/json");
+  // Health and readiness never wait for a worker: a probe is answered whatever the API's clients are doing.
+  router_.add("GET", "/healthz", Access::Open, Lane::Inline, 0, [this](http::Request&) {
+    auto [ok, body] = render_health(run_, settings_.stall_s, started_);
+    return Response(ok ? 200 : 503, std::move(body));
   });
-  server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+  router_.add("GET", "/readyz", Access::Open, Lane::Inline, 0, [this](http::Request&) {
     const bool ready = run_.engine().ready;
-    res.status = ready ? 200 : 503;
-    res.set_content(ready ? "ready\n" : "starting\n", "text/plain");
+    return Response(ready ? 200 : 503, ready ? "ready\n" : "starting\n", "text/plain");
   });
-  if (!server_->bind_to_port(settings_.address.c_str(), settings_.port)) {
-    throw UnavailableError(fmt::format("metrics: cannot listen on {}:{} (port in use, or not an address of this host?)",
-                                       settings_.address, settings_.port));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  http::Limits limits;
+  limits.address = settings_.address;
+  limits.port = settings_.port;
+  limits.allowed_hosts = config.api.allowed_hosts;
+  limits.max_connections = config.api.max_connections;
+  limits.max_per_client = config.api.max_connections_per_client;
+  http_ = std::make_unique<http::HttpServer>(limits, router_);
   vc::log::get("service")->info("metrics and health: {}/metrics, /healthz, /readyz{}", url(),
                                 api_ ? fmt::format("; web page {}/, API {}/api/v1/", url(), url()) : "");
 }
 
 Server::~Server() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
+  http_.reset();  // no request runs any more: the API can go
+  if (api_) api_->stop();
 }
 
 std::string Server::url() const { return fmt::format("http://{}:{}", settings_.address, settings_.port); }

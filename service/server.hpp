@@ -1,5 +1,5 @@
-// The run as a service sees it, over HTTP (cpp-httplib), off by default (metrics.enabled, api.enabled), on 127.0.0.1
-// unless configured (metrics.address, metrics.port: one server, one port):
+// The run as a service sees it, over HTTP (http/http_server.hpp: Boost.Beast, every request bounded), off by default
+// (metrics.enabled, api.enabled), on 127.0.0.1 unless configured (metrics.address, metrics.port: one server, one port):
 //   /metrics  the Prometheus text format (metrics.hpp)
 //   /healthz  200 while every running stream delivers frames and gets results (within metrics.stall_s), else 503
 //   /readyz   200 once the engine is built and every stream started, else 503
@@ -8,15 +8,12 @@
 #pragma once
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "config/config.hpp"
 #include "pipeline/core/control.hpp"
 #include "service/api.hpp"
-
-namespace httplib {
-class Server;
-}
+#include "service/http/http_server.hpp"
+#include "service/http/router.hpp"
 
 namespace vc::service {
 
@@ -39,10 +36,11 @@ class Server {
  private:
   config::Metrics settings_;
   pipeline::RunControl& run_;
-  std::unique_ptr<Api> api_;
   pipeline::Clock::time_point started_ = pipeline::Clock::now();
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  // Declared in this order so that the server (its threads call the routes) stops before the routes and the API go.
+  std::unique_ptr<Api> api_;
+  http::Router router_;
+  std::unique_ptr<http::HttpServer> http_;
 };
 
 }  // namespace vc::service

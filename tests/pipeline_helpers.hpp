@@ -1,6 +1,11 @@
 // Shared by the end-to-end tests: a scratch folder, the app on the small fixture model with the CPU engine, test
 // media made by GStreamer itself, and readers for what the app wrote.
 #pragma once
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -46,10 +51,23 @@ inline std::string app_direct(const std::string& args) {
   return guarded.substr(guarded.find('\''));
 }
 
-// A loopback port for a test server: distinct per test process and per call (base: a range per suite).
+// A loopback port for a test server: distinct per test process and per call (base: a range per suite), below Linux's
+// ephemeral range (32768-60999, where the tests' own client sockets get their ports: a server there could find its
+// port taken by one of them), and free when it is chosen (bound and released; the server binds it again at once).
 inline std::string free_port(int base) {
   static int next = 0;
-  return std::to_string(base + (getpid() * 7 + next++ * 131) % 20000);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = 20000 + (base + getpid() * 7 + next++ * 131) % 12000;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (fd >= 0) ::close(fd);
+    if (free) return std::to_string(port);
+  }
+  return std::to_string(20000 + (base + getpid()) % 12000);
 }
 
 // Frames GStreamer decodes from a video file (through the app's own source).

@@ -8,10 +8,12 @@ its state_dict (torchvision/timm names) plus a ready config. ImageNet-1k labels 
   python3 tools/export_model.py resnet18 --weights mine.pth --labels mine.txt   # your own trained weights
 
 Writes models/NAME.safetensors and models/NAME.yaml, a config that runs anywhere: the sample video in, a labelled
-video and its results out (video-classifier --config models/NAME.yaml; for the webcam: --input /dev/video0
---output display). Files follow the umask.
+video and its results out, into out/ beside models/ (video-classifier --config models/NAME.yaml; for the webcam:
+--input /dev/video0 --output display). Files follow the umask.
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -79,11 +81,21 @@ def build(name, use_timm, random_weights, weights_file=None):
     factory = getattr(torchvision.models, name, None)
     if factory is None:
         fail(f"torchvision has no model '{name}'")
+    if random_weights:
+        return factory(weights=None)
+    weights = torchvision.models.get_model_weights(factory).DEFAULT
+    cached = os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(weights.url))
+    # PyTorch says "Downloading: …" before it tries; said only once the download has worked (offline, one line).
+    said = io.StringIO()
     try:
-        return factory(weights=None if random_weights else "DEFAULT")
+        with contextlib.redirect_stderr(said):
+            model = factory(weights=weights)
     except (OSError, RuntimeError) as e:  # URLError is an OSError: no network, a proxy, a firewall
         fail(f"could not download {name}'s pretrained weights ({type(e).__name__}: {str(e).splitlines()[0]}): "
-             "use --random, or --weights FILE.pth")
+             f"use --random, or --weights FILE.pth, or put {os.path.basename(weights.url)} (from {weights.url}) at "
+             f"{cached}")
+    sys.stderr.write(said.getvalue())
+    return model
 
 
 def calibrate_batchnorm(model, size=224, batches=4):
@@ -152,7 +164,7 @@ def export(name, out_dir, use_timm=False, random_weights=False, fp16=False, weig
                 f"#   video-classifier --config {os.path.basename(config)} --input /dev/video0 --output display\n"
                 f"model:\n  weights: {os.path.basename(weights)}\n"
                 f"input:\n  kind: file\n  path: {sample}\n"
-                f"output:\n  kind: file\n  path: {stem}-labelled.mp4\n  results: {stem}-results.jsonl\n")
+                f"output:\n  kind: file\n  path: ../out/{stem}-labelled.mp4\n  results: ../out/{stem}-results.jsonl\n")
     return model, weights, config
 
 

@@ -16,7 +16,7 @@ def require(*names):
         tool = os.path.basename(sys.argv[0])
         sys.stderr.write(
             f"{tool}: needs the Python package(s) {', '.join(sorted(set(missing)))}, which are not installed.\n"
-            "Set them up once in a virtual environment, from the repository root:\n"
-            "  python3 -m venv .venv && . .venv/bin/activate && pip install -r tools/requirements.txt\n")
+            "Run the tools with the python of their environment, made once by (from the repository root):\n"
+            "  scripts/tools-env.sh        # prints that python: $(scripts/tools-env.sh) tools/NAME.py …\n")
         sys.exit(69)
     return modules if len(modules) > 1 else modules[0]

@@ -13,6 +13,7 @@ Training adds what video does to frames: scale and shift, brightness and contras
 CPU or CUDA (AMP on CUDA). Early stopping on validation accuracy; per-class accuracy and a confusion matrix at the end.
 """
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -30,6 +31,11 @@ BUNDLED = os.path.join(REPO, "assets", "models", "resnet18-fashion-mnist.safeten
 ARCHITECTURES = ("resnet18", "resnet34", "resnet50")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 
+
+
+def mixed_precision(device):
+    """FP16 autocast on CUDA; nothing on the CPU (PyTorch 1.13's CPU autocast refuses FP16 even when disabled)."""
+    return torch.autocast("cuda", dtype=torch.float16) if device.type == "cuda" else contextlib.nullcontext()
 
 def fail(message, code=1):
     sys.stderr.write(f"train.py: {message}\n")
@@ -149,7 +155,7 @@ def build(arch, classes, init):
 def evaluate(model, loader, device, classes):
     model.eval()
     confusion = np.zeros((classes, classes), dtype=np.int64)
-    with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16, enabled=device.type == "cuda"):
+    with torch.no_grad(), mixed_precision(device):
         for x, y in loader:
             predicted = model(x.to(device)).argmax(1).cpu()
             for t, p in zip(y.tolist(), predicted.tolist()):
@@ -184,7 +190,10 @@ def progress(epoch, epochs, done, total, loss, started, tty):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    class Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        """The description as written, and every option's default."""
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=Help)
     parser.add_argument("--data", required=True, help="the dataset: train/LABEL/*.jpg, val/LABEL/*.jpg, labels.txt")
     parser.add_argument("--out", required=True, help="the model file to write (.safetensors)")
     parser.add_argument("--arch", default="resnet18", choices=ARCHITECTURES)
@@ -248,7 +257,9 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     steps = args.epochs * max(1, len(train_loader))
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=args.lr, total_steps=steps, pct_start=0.2)
-    scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
+    # (torch.amp.GradScaler is PyTorch >= 2.3's name; torch.cuda.amp's is the one 1.13, Debian 12's, has too)
+    scaler = (torch.amp.GradScaler("cuda", enabled=device.type == "cuda") if hasattr(torch.amp, "GradScaler")
+              else torch.cuda.amp.GradScaler(enabled=device.type == "cuda"))
     print(f"train.py: {args.arch} ({init_note}) on {device.type}; {len(labels)} classes, {len(train_set)} training and "
           f"{len(val_set)} validation images; input {size}x{size} ({resize}), batch {args.batch}, up to {args.epochs} epochs")
     tty = sys.stderr.isatty()
@@ -258,7 +269,7 @@ def main():
         started, done, total_loss = time.time(), 0, 0.0
         for x, y in train_loader:
             x, y = x.to(device), y.to(device)
-            with torch.autocast(device.type, dtype=torch.float16, enabled=device.type == "cuda"):
+            with mixed_precision(device):
                 loss = F.cross_entropy(model(x), y, label_smoothing=0.05)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()

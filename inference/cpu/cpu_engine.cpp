@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "config/errors.hpp"
+#include "inference/classifier.hpp"
 #include "inference/cpu/cpu_ops.hpp"
 #include "inference/model/half.hpp"
 
@@ -36,6 +37,7 @@ std::vector<std::vector<float>> CpuEngine::run(std::span<const float> input, int
   std::vector<std::vector<float>> values(network_.num_values);
   values[0].assign(input.begin(), input.end());
   for (int i = 0; i < int(network_.layers.size()); ++i) {
+    if (interrupt_ && interrupt_->load()) throw Interrupted("the forward pass was stopped (the run is stopping)");
     const Layer& l = network_.layers[i];
     const Shape& is = shapes[l.input];
     auto& out = values[l.output];

@@ -1,6 +1,7 @@
 // The CPU reference engine: runs a Network in FP32 on NHWC tensors. The oracle for the cuDNN engine, and the
 // engine the app falls back to where there is no GPU.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -24,11 +25,16 @@ class CpuEngine {
   // Every value of the graph (index = value id), for layer-by-layer comparisons.
   [[nodiscard]] std::vector<std::vector<float>> forward_all(std::span<const float> input, int n, int h, int w) const;
 
+  // A flag that, once set, stops a forward pass between two layers (it throws Interrupted): a stop request need not
+  // wait for a batch that takes seconds on a CPU. Null: never stopped.
+  void set_interrupt(const std::atomic<bool>* flag) { interrupt_ = flag; }
+
  private:
   std::vector<std::vector<float>> run(std::span<const float> input, int n, int h, int w, bool keep_all) const;
 
   Network network_;
   int threads_;
+  const std::atomic<bool>* interrupt_ = nullptr;
 };
 
 }  // namespace vc::inference

@@ -192,12 +192,18 @@ void validate_frame(const FrameView& f) {
                                   f.height, i, f.strides[i], min_stride));
     }
   }
+  const CropBox& c = f.crop;
+  if (!c.whole() && (c.x < 0 || c.y < 0 || c.x + c.width > f.shown_width() || c.y + c.height > f.shown_height())) {
+    throw DataError(fmt::format("crop {}x{} at ({}, {}) is not inside the {}x{} picture", c.width, c.height, c.x, c.y,
+                                f.shown_width(), f.shown_height()));
+  }
 }
 
 void preprocess_cpu(const FrameView& f, const PreprocessParams& p, uint16_t* out) {
   validate_frame(f);
   if (p.size <= 0 || p.channels < 3) throw DataError("preprocess: size must be > 0 and channels >= 3");
-  const int w = f.shown_width(), h = f.shown_height();
+  const CropBox box = f.input_box();
+  const int w = box.width, h = box.height;
   const ResizeGeometry g = resize_geometry(w, h, p);
   for (int y = 0; y < p.size; ++y) {
     for (int x = 0; x < p.size; ++x) {
@@ -209,7 +215,8 @@ void preprocess_cpu(const FrameView& f, const PreprocessParams& p, uint16_t* out
         const float ax = sx - fx0, ay = sy - fy0;
         const int x0 = std::clamp(int(fx0), 0, w - 1), x1 = std::clamp(int(fx0) + 1, 0, w - 1);
         const int y0 = std::clamp(int(fy0), 0, h - 1), y1 = std::clamp(int(fy0) + 1, 0, h - 1);
-        const Rgb p00 = pixel(f, x0, y0), p01 = pixel(f, x1, y0), p10 = pixel(f, x0, y1), p11 = pixel(f, x1, y1);
+        const int bx0 = box.x + x0, bx1 = box.x + x1, by0 = box.y + y0, by1 = box.y + y1;
+        const Rgb p00 = pixel(f, bx0, by0), p01 = pixel(f, bx1, by0), p10 = pixel(f, bx0, by1), p11 = pixel(f, bx1, by1);
         auto lerp2 = [&](float a, float b, float cc, float d) {
           return (1 - ay) * ((1 - ax) * a + ax * b) + ay * ((1 - ax) * cc + ax * d);
         };

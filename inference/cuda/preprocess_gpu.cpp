@@ -42,13 +42,22 @@ void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out, int sl
   }
   if (slot_index < 0 || slot_index >= int(slots_.size())) throw InternalError("preprocess: no such staging slot");
   Slot& slot = slots_[size_t(slot_index)];
+  // A host frame is staged once per batch, however many of its crops (regions) the batch holds.
+  std::vector<const uint8_t*> staged;  // planes[0] of the host frames counted / copied
+  auto first_time = [&staged](const FrameView& f) {
+    if (std::find(staged.begin(), staged.end(), f.planes[0]) != staged.end()) return false;
+    staged.push_back(f.planes[0]);
+    return true;
+  };
   size_t host_bytes = 0;
   for (const auto& f : frames) {
     validate_frame(f);
-    if (f.memory == MemoryKind::Host) {
+    if (f.memory == MemoryKind::Host && first_time(f)) {
       for (int i = 0; i < plane_count(f.format); ++i) host_bytes += aligned(plane_span_bytes(f, i));
     }
   }
+  staged.clear();
+  std::vector<FrameView> staged_views;  // the device view of each staged frame, in `staged` order
   // The slot's buffers are reused: wait until the GPU has read what was staged in them last time.
   if (slot.used) CUDA_CHECK(cudaEventSynchronize(slot.consumed));
   if (host_bytes > slot.device_frames.size()) {  // a larger batch than any before: grow once
@@ -71,15 +80,22 @@ void GpuPreprocessor::run(std::span<const FrameView> frames, __half* out, int sl
       if (f.format != format) continue;
       FrameView view = f;
       if (f.memory == MemoryKind::Host) {
-        for (int i = 0; i < plane_count(f.format); ++i) {
-          const size_t bytes = plane_span_bytes(f, i);
-          std::memcpy(slot.pinned_frames.get() + offset, f.planes[i], bytes);
-          view.planes[i] = slot.device_frames.get() + offset;
-          offset += aligned(bytes);
+        if (first_time(f)) {
+          for (int i = 0; i < plane_count(f.format); ++i) {
+            const size_t bytes = plane_span_bytes(f, i);
+            std::memcpy(slot.pinned_frames.get() + offset, f.planes[i], bytes);
+            view.planes[i] = slot.device_frames.get() + offset;
+            offset += aligned(bytes);
+          }
+          staged_views.push_back(view);
+        } else {
+          const auto at = size_t(std::find(staged.begin(), staged.end(), f.planes[0]) - staged.begin());
+          std::copy(std::begin(staged_views[at].planes), std::end(staged_views[at].planes), std::begin(view.planes));
         }
         view.memory = MemoryKind::Device;
       }
-      descs[count++] = {view, resize_geometry(f.shown_width(), f.shown_height(), params_), int(k)};
+      const CropBox box = f.input_box();
+      descs[count++] = {view, resize_geometry(box.width, box.height, params_), int(k)};
     }
     groups.emplace_back(first, count - first);
   }

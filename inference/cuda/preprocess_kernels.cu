@@ -1,4 +1,4 @@
-// One thread per output pixel: map its centre into the frame, take four RGB taps (YUV converted per tap),
+// One thread per output pixel: map its centre into the frame (or into the frame's crop box), take four RGB taps (YUV converted per tap),
 // blend bilinearly, normalize, store FP16. Templated on the pixel format so the inner loop never branches on it.
 #include "inference/cuda/preprocess_kernels.hpp"
 
@@ -93,10 +93,14 @@ __global__ void preprocess_kernel(const GpuFrameDesc* __restrict__ descs, Params
     const float sy = __fsub_rn(__fmul_rn(__fsub_rn(cy, g.offset_y), g.scale_y), 0.5f);
     const float fx0 = floorf(sx), fy0 = floorf(sy);
     const float ax = sx - fx0, ay = sy - fy0;
-    const int w = f.rotation == 90 || f.rotation == 270 ? f.height : f.width;  // as shown
-    const int h = f.rotation == 90 || f.rotation == 270 ? f.width : f.height;
-    const int x0 = min(max(int(fx0), 0), w - 1), x1 = min(max(int(fx0) + 1, 0), w - 1);
-    const int y0 = min(max(int(fy0), 0), h - 1), y1 = min(max(int(fy0) + 1, 0), h - 1);
+    // The box classified, in the picture as shown: the crop, or the whole picture. Taps are clamped to its edges.
+    const bool turned = f.rotation == 90 || f.rotation == 270;
+    const bool whole = f.crop.width <= 0 || f.crop.height <= 0;
+    const int bx = whole ? 0 : f.crop.x, by = whole ? 0 : f.crop.y;
+    const int w = whole ? (turned ? f.height : f.width) : f.crop.width;
+    const int h = whole ? (turned ? f.width : f.height) : f.crop.height;
+    const int x0 = bx + min(max(int(fx0), 0), w - 1), x1 = bx + min(max(int(fx0) + 1, 0), w - 1);
+    const int y0 = by + min(max(int(fy0), 0), h - 1), y1 = by + min(max(int(fy0) + 1, 0), h - 1);
     const float3 p00 = load_rgb<F>(f, x0, y0), p01 = load_rgb<F>(f, x1, y0);
     const float3 p10 = load_rgb<F>(f, x0, y1), p11 = load_rgb<F>(f, x1, y1);
     auto lerp2 = [&](float a, float b, float cc, float dd) {

@@ -13,6 +13,7 @@
 
 #include "config/config.hpp"
 #include "pipeline/core/events.hpp"
+#include "pipeline/core/opened_input.hpp"
 #include "pipeline/core/stats.hpp"
 
 namespace vc::pipeline {
@@ -53,6 +54,22 @@ struct EngineInfo {
   std::string failure;       // why it failed ("" while it works): its streams failed with it
 };
 
+// A model's weights as the run has had them.
+struct ModelVersion {
+  std::string id;        // "NAME@" and the start of the weights' SHA-256: what the results lines carry as "model"
+  std::string weights;   // the file, as it was given
+  std::string deployed;  // when it took over (UTC, ISO 8601); the run's start for the first
+};
+
+// A model of the run (model: is "default"; models: the others the streams use).
+struct ModelView {
+  std::string name;
+  ModelVersion current;
+  std::vector<std::string> labels;
+  std::vector<ModelVersion> history;  // the weights it had before, newest first (at most 10)
+  bool can_roll_back = false;         // the one before is still built (history.front())
+};
+
 class RunControl {
  public:
   virtual ~RunControl() = default;
@@ -78,18 +95,56 @@ class RunControl {
   // The streams that have not ended or been removed, as configured (what a state file keeps).
   [[nodiscard]] virtual std::vector<config::Input> inputs() const = 0;
   // Starts a stream (checked with config::validate_stream already) without pausing the others; it joins the batcher.
-  // Throws RequestError (name in use, run full or stopping) or vc::Error (it cannot start: its message).
-  virtual void add_stream(const config::Input& input) = 0;
-  // Stops a stream, lets its frames in flight through and finalizes its outputs and results; returns when they are
-  // (or after `wait`, false). Throws RequestError 404 for a name that is not running.
+  // `opened`: its file or folder, opened by the caller after checking it (read from there, never by its path); may
+  // be null. Throws RequestError (name in use, run full or stopping) or vc::Error (it cannot start: its message).
+  virtual void add_stream(const config::Input& input, std::shared_ptr<const OpenedInput> opened) = 0;
+  // Stops a stream, lets its frames in flight through and finalizes its outputs and results, then lets go of it (its
+  // thread joined, its statistics out of the lists, a compact row kept for the summary); returns when that is done (or
+  // after `wait`, false: it is let go of once done). A stream that has ended or failed is let go of at once. Throws
+  // RequestError 404 for a name the run does not have (or is removing already).
   virtual bool remove_stream(const std::string& name, std::chrono::milliseconds wait) = 0;
   // The stream's latest labelled frame as JPEG (snapshots.hpp); empty when it has had none. Throws RequestError 404
   // for an unknown name.
-  virtual std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait) = 0;
+  // `clean`: without the overlay.
+  virtual std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait,
+                                           bool clean) = 0;
   // The latest events (recent_events.hpp).
   [[nodiscard]] virtual std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type,
                                                                uint64_t since, size_t limit) const = 0;
   [[nodiscard]] virtual RecentEvent last_event(const std::string& stream) const = 0;
+  // A stream's regions as they are now (`input` with its regions and `whole`), and the picture size they apply to
+  // (0x0 before its first frame). Throws RequestError 404 for an unknown name.
+  struct Regions {
+    config::Input input;
+    int width = 0, height = 0;
+  };
+  [[nodiscard]] virtual Regions regions(const std::string& name) const {
+    throw RequestError(404, "no stream is named '" + name + "'");
+  }
+  // Replaces a running stream's regions (and `whole`) from its next batch on, without restarting it. Throws
+  // RequestError 404 (no such stream), vc::ConfigError (a box outside its picture, a model the run has not loaded).
+  virtual void set_regions(const std::string& name, const config::Input& /*with_regions*/) {
+    throw RequestError(404, "no stream is named '" + name + "'");
+  }
+
+  // The run's models, in the order the engines hold them.
+  [[nodiscard]] virtual std::vector<ModelView> models() const { return {}; }
+  // Builds model `name` from `weights` (read through `opened` when given: the file the caller checked) beside the
+  // running engines — its configured keys as they are, the new file's card for the rest — then has every engine
+  // switch to it between two batches: no frame dropped, none classified twice, no stream restarted; the results from
+  // then on carry its id. Returns once every engine has switched. The model it replaces stays built for
+  // roll_back_model. Throws RequestError (404 no such model in the run; 409 another deploy is under way or an engine
+  // has failed; 503 the run is stopping), vc::Error (it does not build, or lacks a label a rule watches: the running
+  // model goes on, untouched).
+  virtual ModelView deploy_model(const std::string& name, const std::string& /*weights*/,
+                                 std::shared_ptr<const OpenedInput> /*opened*/) {
+    throw RequestError(404, "no model is named '" + name + "'");
+  }
+  // Switches model `name` back to the weights it had before the last deploy (and those become the ones to go back
+  // to). Throws RequestError 404, 409 (nothing to go back to, a deploy under way), 503.
+  virtual ModelView roll_back_model(const std::string& name) {
+    throw RequestError(404, "no model is named '" + name + "'");
+  }
 };
 
 }  // namespace vc::pipeline

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "inference/postprocess.hpp"
+#include "inference/preprocess.hpp"
 
 namespace vc::pipeline {
 
@@ -20,6 +21,10 @@ struct StageTimes {
 struct FrameResult {
   int stream = 0;
   std::string stream_name;
+  std::string region;       // "" = the whole picture; else the region of it this result is for
+  inference::CropBox box;   // a region's box in the picture as shown, in pixels (empty for the whole picture)
+  std::string model;        // the model that classified it ("default" = model:)
+  std::string model_id;     // and which weights: "NAME@" and the start of their SHA-256 (the name alone when unknown)
   std::string source;       // the input (file, URI, device) or, for images, the image's file
   int64_t frame = 0;
   int64_t pts_ns = -1;
@@ -40,6 +45,7 @@ struct RuleEvent {
   std::string type;           // "new", "update", "end"
   std::string id;             // unique: STREAM-RULE-START(UTC)-N
   std::string rule, label;    // the rule; the label at the peak
+  std::string region;         // the region it watched ("" = the whole picture)
   int64_t start_ns = -1;      // on the stream's timeline (pts), when the rule started to hold
   int64_t end_ns = -1;        // when it stopped holding (-1 while open)
   std::string start_time;     // wall clock, ISO 8601 UTC
@@ -57,6 +63,7 @@ struct StreamEvent {
   Kind kind = Kind::LabelChange;
   int stream = 0;
   std::string stream_name;
+  std::string region;               // label_change, rule: the region ("" = the whole picture)
   std::string source;
   int64_t frame = -1;
   int64_t pts_ns = -1;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/redact.hpp"
+
 namespace vc::pipeline {
 namespace {
 
@@ -109,19 +111,38 @@ void StreamStats::set_decoder(const std::string& d) {
 }
 void StreamStats::set_error(const std::string& e) {
   std::lock_guard lock(text_mutex);
-  if (error.empty()) error = e;
+  if (error.empty()) error = config::redact_credentials(e);  // (shown by the API and the summary: no password)
 }
 void StreamStats::set_label(const inference::Prediction& p) {
   std::lock_guard lock(text_mutex);
   current = p;
 }
+void StreamStats::add_region_result(const std::string& region, const std::string& model, const inference::Prediction& top1) {
+  std::lock_guard lock(text_mutex);
+  auto it = std::find_if(regions_.begin(), regions_.end(), [&](const RegionStat& r) { return r.region == region; });
+  if (it == regions_.end()) it = regions_.insert(regions_.end(), RegionStat{region, model, 0, {}});
+  it->model = model;
+  ++it->classified;
+  it->current = top1;
+}
+
+void StreamStats::forget_region(const std::string& region) {
+  std::lock_guard lock(text_mutex);
+  std::erase_if(regions_, [&](const RegionStat& r) { return r.region == region; });
+}
+
+std::vector<StreamStats::RegionStat> StreamStats::region_stats() const {
+  std::lock_guard lock(text_mutex);
+  return regions_;
+}
+
 inference::Prediction StreamStats::label() const {
   std::lock_guard lock(text_mutex);
   return current;
 }
 void StreamStats::set_end_reason(const std::string& r) {
   std::lock_guard lock(text_mutex);
-  end_reason = r;
+  end_reason = config::redact_credentials(r);
 }
 std::string StreamStats::end_reason_text() const {
   std::lock_guard lock(text_mutex);

@@ -73,11 +73,13 @@ struct StreamStats {
   std::atomic<int64_t> expected{-1};      // frames the file says it holds; -1 unknown
   std::atomic<int64_t> last_frame_ns{0};  // steady-clock time of the last delivered frame (0 = none yet)
   std::atomic<int64_t> first_frame_ns{0};
+  std::atomic<int64_t> started_ns{0};     // steady-clock time the stream was started (a stream added later: then)
   std::atomic<int64_t> last_result_ns{0};
   std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)
   std::atomic<int> gpu{-1};               // the CUDA device that classifies it (-1: the CPU engine, or not placed yet)
   std::atomic<int> engine{0};             // the engine (inference.gpus: its index) that classifies it
   std::atomic<int64_t> events{0};         // rule events opened on this stream
+  std::atomic<int> shown_width{0}, shown_height{0};  // its latest classified picture, as shown (what regions cut)
   std::atomic<bool> closed{false};        // ended, and its last result, its end event and its files are out
   mutable std::mutex text_mutex;          // guards decoder, error, end_reason and current
   std::string decoder;                    // decoder element in use
@@ -99,6 +101,19 @@ struct StreamStats {
   [[nodiscard]] std::string error_text() const;
   // Frames per second over the stream's whole life so far (frames / seconds from first frame to last result).
   [[nodiscard]] double average_fps() const;
+
+  // Each region's results so far: how many, and its latest top-1 (for /metrics and the service's views).
+  struct RegionStat {
+    std::string region, model;
+    int64_t classified = 0;
+    inference::Prediction current;
+  };
+  void add_region_result(const std::string& region, const std::string& model, const inference::Prediction& top1);
+  [[nodiscard]] std::vector<RegionStat> region_stats() const;
+  void forget_region(const std::string& region);  // taken away over the API
+
+ private:
+  std::vector<RegionStat> regions_;  // (text_mutex)
 };
 
 // The event rules' side (pipeline/events/): events by what happened to them, clips and snapshots written, their
@@ -115,6 +130,7 @@ struct EngineStats {
   LatencyHistogram batch_ms;
   std::array<std::atomic<int64_t>, kSizeBuckets> batch_sizes{};
   std::atomic<int64_t> batches{0}, frames{0};
+  std::atomic<int64_t> unclassified{0};    // frames a stop cut short in the engine (Ctrl-C on a slow CPU engine)
   std::atomic<bool> ready{false};          // the engine is built and every stream started
   void add_batch(size_t size, double ms);
 };

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <opencv2/imgproc.hpp>
 
+#include "config/redact.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "pipeline/outputs/appsrc_feed.hpp"
@@ -85,17 +86,29 @@ struct EventStage::Gate {
 };
 
 EventStage::EventStage(const config::Config& cfg, std::vector<StreamStats*> streams,
-                       const std::vector<std::string>& labels, OverlayMaker overlay, EventStats& stats, size_t capacity)
+                       const std::vector<std::string>& whole_labels, OverlayMaker overlay, EventStats& stats,
+                       size_t capacity, const std::map<std::string, std::vector<std::string>>& region_labels)
     : settings_(cfg.events), rules_(cfg.events.rules), streams_(std::move(streams)), overlay_(std::move(overlay)),
       stats_(stats) {
   if (rules_.empty()) return;
   for (size_t i = 0; i < rules_.size(); ++i) {
     const auto& rule = rules_[i];
-    for (const auto& label : rule.labels) {
-      if (label != "*" && !labels.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) {
-        std::vector<std::string> shown(labels.begin(), labels.begin() + long(std::min<size_t>(labels.size(), 12)));
-        throw ConfigError(fmt::format("events.rules[{}] ({}): '{}' is not a label of the model (its labels: {}{})", i,
-                                      rule.name, label, fmt::join(shown, ", "), labels.size() > shown.size() ? ", …" : ""));
+    // The labels it names against those of the model that classifies what it watches: the whole picture's, or each
+    // of its regions' (a region the configuration does not have yet — one set over the API — is not checked).
+    std::vector<std::pair<std::string, const std::vector<std::string>*>> watched;
+    if (rule.regions.empty()) watched.emplace_back("the model", &whole_labels);
+    for (const auto& region : rule.regions) {
+      const auto it = region_labels.find(region);
+      if (it != region_labels.end()) watched.emplace_back(fmt::format("region {}'s model", region), &it->second);
+    }
+    for (const auto& [what, labels] : watched) {
+      for (const auto& label : rule.labels) {
+        if (label != "*" && !labels->empty() && std::find(labels->begin(), labels->end(), label) == labels->end()) {
+          std::vector<std::string> shown(labels->begin(), labels->begin() + long(std::min<size_t>(labels->size(), 12)));
+          throw ConfigError(fmt::format("events.rules[{}] ({}): '{}' is not a label of {} (its labels: {}{})", i,
+                                        rule.name, label, what, fmt::join(shown, ", "),
+                                        labels->size() > shown.size() ? ", …" : ""));
+        }
       }
     }
     for (const auto& name : rule.streams) {  // (a run that may gain streams may gain this one)
@@ -135,7 +148,11 @@ void EventStage::add_stream(int id, StreamStats& stats) {
     if (!rule.streams.empty() && std::find(rule.streams.begin(), rule.streams.end(), stats.name) == rule.streams.end()) {
       continue;
     }
-    ps->trackers.emplace_back(rule, settings_.release_s, settings_.update_s);
+    if (rule.regions.empty()) {
+      ps->trackers.emplace_back(rule, settings_.release_s, settings_.update_s);
+    } else {  // one per region it watches, each on its own
+      for (const auto& region : rule.regions) ps->trackers.emplace_back(rule, settings_.release_s, settings_.update_s, region);
+    }
   }
   ps->open.resize(ps->trackers.size());
   ps->candidates.resize(ps->trackers.size());
@@ -263,6 +280,7 @@ StreamEvent EventStage::to_stream_event(int stream, const RuleTracker::Change& c
   out.kind = StreamEvent::Kind::Rule;
   out.stream = stream;
   out.stream_name = streams_[size_t(stream)]->name;
+  out.region = e.region;
   out.source = streams_[size_t(stream)]->source;
   out.frame = r ? r->frame : -1;
   out.pts_ns = r ? r->pts_ns : -1;
@@ -281,6 +299,7 @@ std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::
   const int64_t t = r.pts_ns >= 0 ? r.pts_ns : r.captured_ns;
   for (size_t k = 0; k < ps.trackers.size(); ++k) {
     auto& tracker = ps.trackers[k];
+    if (tracker.region() != r.region) continue;  // (a region's results feed its own rules alone)
     const auto change = tracker.update(r, t);
     auto& slot = ps.open[k];
     auto& candidate = ps.candidates[k];
@@ -295,9 +314,20 @@ std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::
       slot.emplace();
       slot->event = change->event;  // (the clip starts from its start_ns)
       const auto start = wall(change->event.start_ns, t);
-      slot->event.id = fmt::format("{}-{}-{}-{}", name, change->event.rule, utc(start, true), ++ps.seq);
+      // Unique in the run, and never the name of files already there (a stream removed and added again within the
+      // second, a restart): an event's files are never written over.
+      for (;;) {
+        slot->event.id = fmt::format("{}-{}{}-{}-{}", name, change->event.rule,
+                                     r.region.empty() ? "" : "-" + r.region, utc(start, true), ++ps.seq);
+        slot->base = (fs::path(settings_.dir) / name / slot->event.id).string();
+        std::error_code ec;
+        if (!fs::exists(slot->base + ".jpg", ec) && !fs::exists(slot->base + ".mp4", ec) &&
+            !fs::exists(slot->base + ".mkv", ec) && !fs::exists(slot->base + ".mp4.partial", ec) &&
+            !fs::exists(slot->base + ".mkv.partial", ec)) {
+          break;
+        }
+      }
       slot->event.start_time = utc(start, false);
-      slot->base = (fs::path(settings_.dir) / name / slot->event.id).string();
       if (settings_.snapshots) {
         slot->event.snapshot = slot->base + ".jpg";
         slot->event.thumbnail = slot->base + "-thumb.jpg";
@@ -389,6 +419,15 @@ void EventStage::queue_peak(Job job) {
   queue(std::move(job));
 }
 
+// A finished file into the retention index; one that cannot be recorded would never be deleted: a failure, counted.
+void EventStage::record(const std::string& path) {
+  try {
+    retention_->add(path);
+  } catch (const Error& e) {
+    failed(e.what());
+  }
+}
+
 void EventStage::failed(const std::string& what) {
   const auto n = ++stats_.failures;
   if (n <= 5 || (n & (n - 1)) == 0) {  // the first few, then ever more rarely: a full disk does not flood the log
@@ -402,6 +441,7 @@ void EventStage::take_peak(const Job& job) {
   cv::Mat image = to_bgr(host.view);
   if (!settings_.snapshots_clean) {
     const auto& stats = *streams_[size_t(job.result.stream)];
+    if (!job.result.region.empty()) draw_regions(image, {job.result}, overlay_.style);  // a region's event: it, outlined
     draw_overlay(image, overlay_.make(job.result, stats, job.result.pts_ns), overlay_.style);
   }
   peaks_[job.id] = std::move(image);
@@ -419,13 +459,13 @@ void EventStage::write_snapshot(const Job& job) {
   if (!job.last) return;
   peaks_.erase(it);
   ++stats_.snapshots;
-  retention_->add(job.snapshot);
-  retention_->add(job.thumbnail);
+  record(job.snapshot);
+  record(job.thumbnail);
 }
 
 void EventStage::write_line(int fd, const std::string& path, const std::string& text) {
   if (fd < 0) return;
-  const auto line = text + "\n";
+  const auto line = config::redact_credentials(text) + "\n";
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
@@ -448,7 +488,7 @@ void EventStage::collect_finished_clips() {
     if (auto error = clip->error()) {
       failed("event clip " + *error);
       std::error_code ec;
-      if (fs::exists(clip->path(), ec)) retention_->add(clip->path());  // what was written stays playable, and bounded
+      if (fs::exists(clip->path(), ec)) record(clip->path());  // what was written stays playable, and bounded
       continue;
     }
     std::error_code ec;
@@ -458,7 +498,7 @@ void EventStage::collect_finished_clips() {
       vc::log::get("events")->warn("event clip {}: {} packet(s) dropped (the disk was too slow)", clip->path(),
                                    clip->dropped());
     }
-    retention_->add(clip->path());
+    record(clip->path());
   }
   if (!done.empty()) {
     const auto now_s =

@@ -36,8 +36,11 @@ class EventStage {
   // vc::ConfigError for a rule naming a label the model does not have or a stream the run does not have,
   // vc::CantCreateError when events.dir cannot be made.
   // `capacity`: the most streams the run may have (streams added while it runs: add_stream).
+  // `region_labels`: the labels of the model of each region (by name) the configuration has, for the rules that
+  // watch regions.
   EventStage(const config::Config& config, std::vector<StreamStats*> streams, const std::vector<std::string>& labels,
-             OverlayMaker overlay, EventStats& stats, size_t capacity = 0);
+             OverlayMaker overlay, EventStats& stats, size_t capacity = 0,
+             const std::map<std::string, std::vector<std::string>>& region_labels = {});
   ~EventStage();
   EventStage(const EventStage&) = delete;
   EventStage& operator=(const EventStage&) = delete;
@@ -85,6 +88,7 @@ class EventStage {
   void take_peak(const Job& job);
   void write_snapshot(const Job& job);
   void collect_finished_clips();
+  void record(const std::string& path);
   void failed(const std::string& what);
 
   config::Events settings_;

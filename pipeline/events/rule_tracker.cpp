@@ -9,8 +9,8 @@ int64_t ns(double seconds) { return int64_t(seconds * 1e9); }
 
 }  // namespace
 
-RuleTracker::RuleTracker(config::EventRule rule, double release_s, double update_s)
-    : rule_(std::move(rule)), release_ns_(ns(release_s)), update_ns_(ns(update_s)) {}
+RuleTracker::RuleTracker(config::EventRule rule, double release_s, double update_s, std::string region)
+    : rule_(std::move(rule)), region_(std::move(region)), release_ns_(ns(release_s)), update_ns_(ns(update_s)) {}
 
 bool RuleTracker::holds(const FrameResult& r) const {
   if (!r.finite || r.uncertain || r.smoothed.index < 0 || r.smoothed.score < rule_.min_confidence) return false;
@@ -49,6 +49,7 @@ std::optional<RuleTracker::Change> RuleTracker::update(const FrameResult& r, int
       since_ns_ = t;
       event_ = {};
       event_.rule = rule_.name;
+      event_.region = region_;
       event_.start_ns = t;
       [[fallthrough]];
     case State::Pending:

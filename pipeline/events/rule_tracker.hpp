@@ -15,7 +15,8 @@ namespace vc::pipeline {
 
 class RuleTracker {
  public:
-  RuleTracker(config::EventRule rule, double release_s, double update_s);
+  // `region`: the region whose results it watches ("" = the whole picture's).
+  RuleTracker(config::EventRule rule, double release_s, double update_s, std::string region = "");
 
   // What a frame's result does to the rule: nothing, or a transition of its event — "new" (it opened), "update"
   // (it goes on: every update_s, and when its peak has risen by a tenth since the last message) or "end".
@@ -34,6 +35,7 @@ class RuleTracker {
   // The frame with the highest score so far (pending or open).
   [[nodiscard]] int64_t peak_frame() const { return event_.peak_frame; }
   [[nodiscard]] const config::EventRule& rule() const { return rule_; }
+  [[nodiscard]] const std::string& region() const { return region_; }
 
  private:
   enum class State { Idle, Pending, Open, Releasing, Cooldown };
@@ -41,6 +43,7 @@ class RuleTracker {
   Change end(int64_t end_ns, const char* reason, int64_t cooldown_from_ns);
 
   config::EventRule rule_;
+  std::string region_;
   int64_t release_ns_, update_ns_;
   State state_ = State::Idle;
   int64_t last_t_ = INT64_MIN;  // the last frame's time: one earlier means a new timeline

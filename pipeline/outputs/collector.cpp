@@ -36,7 +36,7 @@ std::string folder_name(const std::string& label) {
 }  // namespace
 
 Collector::Collector(const config::Output& s, size_t capacity)
-    : dir_(s.collect_dir), below_(s.collect_below), per_minute_(s.collect_per_minute), next_ns_(capacity, INT64_MIN) {
+    : dir_(s.collect_dir), below_(s.collect_below), per_minute_(s.collect_per_minute), capacity_(capacity) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw CantCreateError(fmt::format("output.collect.dir: cannot create {}: {}", dir_, ec.message()));
@@ -53,11 +53,11 @@ Collector::~Collector() {
 
 bool Collector::wants(const FrameResult& r) {
   if (r.top.empty() || !r.finite || r.top.front().score >= below_) return false;
-  const auto s = size_t(r.stream);
-  if (s >= next_ns_.size()) return false;
+  if (size_t(r.stream) >= capacity_) return false;
   const int64_t t = r.pts_ns >= 0 ? r.pts_ns : r.captured_ns;
-  if (next_ns_[s] != INT64_MIN && t < next_ns_[s] && t >= next_ns_[s] - int64_t(120e9)) return false;  // (a restart: again)
-  next_ns_[s] = t + int64_t(60e9 / per_minute_);
+  auto& next = next_ns_.try_emplace({r.stream, r.region}, INT64_MIN).first->second;  // (each region at its own rate)
+  if (next != INT64_MIN && t < next && t >= next - int64_t(120e9)) return false;  // (a restart: again)
+  next = t + int64_t(60e9 / per_minute_);
   return true;
 }
 
@@ -110,30 +110,39 @@ void Collector::work() {
 void Collector::write(const Job& job) {
   const auto& r = job.result;
   const auto& top = r.top.front();
-  const auto folder = fs::path(dir_) / folder_name(top.label);
+  // A region's go to DIR/REGION/LABEL/: its own dataset (its model has classes of its own), the region alone.
+  const auto folder = r.region.empty() ? fs::path(dir_) / folder_name(top.label) : fs::path(dir_) / r.region / folder_name(top.label);
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw IoError(fmt::format("cannot create {}: {}", folder.string(), ec.message()));
-  const auto name = fmt::format("{}-{:06d}-{:02d}.jpg", r.stream_name, r.frame, int(std::floor(top.score * 100)));
+  const auto name = fmt::format("{}{}-{:06d}-{:02d}.jpg", r.stream_name, r.region.empty() ? "" : "-" + r.region, r.frame,
+                                int(std::floor(top.score * 100)));
   const auto file = folder / name;
   const auto part = file.string() + ".part";
   const Frame host = in_host_memory(*job.frame);
-  write_image_file(to_bgr(host.view), part, false);
+  cv::Mat picture = to_bgr(host.view);
+  if (!r.region.empty()) {
+    picture = picture(cv::Rect(r.box.x, r.box.y, r.box.width, r.box.height) & cv::Rect(0, 0, picture.cols, picture.rows));
+  }
+  write_image_file(picture, part, false);
   fs::rename(part, file, ec);
   if (ec) throw IoError(fmt::format("cannot write {}: {}", file.string(), ec.message()));
   nlohmann::json top_k = nlohmann::json::array();
   for (const auto& p : r.top) top_k.push_back({{"label", p.label}, {"score", std::round(p.score * 1e6) / 1e6}});
-  const auto line = nlohmann::json{{"file", fs::relative(file, dir_).generic_string()},
+  auto line = nlohmann::json{{"file", fs::relative(file, dir_).generic_string()},
                                    {"stream", r.stream_name},
                                    {"source", r.source},
                                    {"frame", r.frame},
                                    {"pts", r.pts_ns >= 0 ? nlohmann::json(double(r.pts_ns) / 1e9) : nlohmann::json()},
                                    {"label", top.label},
                                    {"score", std::round(top.score * 1e6) / 1e6},
-                                   {"top", top_k}}
-                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                    "\n";
-  if (::write(fd_, line.data(), line.size()) != ssize_t(line.size())) {
+                                   {"top", top_k}};
+  if (!r.region.empty()) {
+    line["region"] = r.region;
+    line["box"] = {r.box.x, r.box.y, r.box.width, r.box.height};
+  }
+  const auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (::write(fd_, text.data(), text.size()) != ssize_t(text.size())) {
     throw IoError(fmt::format("{}/collect.jsonl: {}", dir_, std::strerror(errno)));
   }
   ++saved_;

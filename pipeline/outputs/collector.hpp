@@ -1,12 +1,14 @@
 // output.collect: the frames the model is unsure about (top-1 confidence below output.collect.below_confidence), kept
 // for review — the next training set. Each is written as JPEG to DIR/PREDICTED_LABEL/STREAM-FRAME-PCT.jpg (the bare
-// frame, as a training image must be) with a line in DIR/collect.jsonl (file, stream, source, frame, time, the top
+// frame, as a training image must be; a region's: DIR/REGION/PREDICTED_LABEL/STREAM-REGION-FRAME-PCT.jpg, the region
+// alone) with a line in DIR/collect.jsonl (file, stream, source, frame, time, the top
 // labels and scores), at most output.collect.max_per_minute per stream per minute of stream time. A thread of its own
 // writes them: a slow or full disk never holds the video back; what could not be written is counted and said.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,7 +50,9 @@ class Collector {
 
   std::string dir_;
   double below_, per_minute_;
-  std::vector<int64_t> next_ns_;  // by stream: the stream time from which the next frame may be kept
+  size_t capacity_;
+  // By stream and region ("" = the whole picture): the stream time from which the next frame may be kept.
+  std::map<std::pair<int, std::string>, int64_t> next_ns_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> queue_;

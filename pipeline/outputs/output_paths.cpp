@@ -97,12 +97,28 @@ void refuse_overwriting_inputs(const config::Config& cfg) {
       }
     }
   }
-  if (o.kind == config::OutputKind::Images && o.path.find("%s") == std::string::npos && !config::single_image_output(o.path)) {
-    if (const auto dir = id_of(o.path)) {
+  // Labelled images never go into a folder the input images are in, whatever the pattern names them (a folder, or
+  // 'imgs/%s.png' beside imgs/*.jpg): one run's outputs would be the next run's inputs, or replace them.
+  if (o.kind == config::OutputKind::Images && !config::single_image_output(o.path)) {
+    std::vector<std::string> folders;
+    if (o.path.find("%s") == std::string::npos) {
+      folders.push_back(o.path);
+    } else {
+      for (const auto& in : cfg.inputs) {
+        if (in.kind != config::InputKind::Image) continue;
+        for (const auto& file : files_read(in)) {
+          const auto parent = fs::path(image_output_file(o.path, file, in.name, 0)).parent_path();
+          folders.push_back(parent.empty() ? "." : parent.string());
+        }
+      }
+    }
+    for (const auto& out_dir : folders) {
+      const auto dir = id_of(out_dir);
+      if (!dir) continue;
       for (const auto& folder : input_folders) {
         if (folder == *dir) {
-          throw UsageError(fmt::format("output.path '{}' is a folder the input images are in: labelled images would "
-                                       "replace them; give another folder", o.path));
+          throw UsageError(fmt::format("output.path '{}' writes into '{}', a folder the input images are in: labelled "
+                                       "images would be mixed with them; give another folder", o.path, out_dir));
         }
       }
     }

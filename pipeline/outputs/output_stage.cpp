@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <opencv2/imgproc.hpp>
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
@@ -139,6 +140,7 @@ class OutputStage::StreamWorker final : public OutputStage::Worker {
     const auto started = Clock::now();
     const Frame& f = *item.frame;
     cv::Mat image = to_bgr(f.view);
+    draw_regions(image, item.regions, overlay_.style);  // (at the picture's own size: the boxes are in its pixels)
     if (output_.kind != config::OutputKind::Images) {
       if (!video_) open(f, image.size());
       image = fit_into(image, size_);
@@ -213,9 +215,15 @@ class OutputStage::TileWorker final : public OutputStage::Worker {
     const Frame& f = *item.frame;
     if (!video_) open(f.fps);
     const size_t s = size_t(f.stream);
-    cv::Mat tile = fit_into(to_bgr(f.view), tile_);  // the overlay then scales its text to the tile
+    cv::Mat picture = to_bgr(f.view);
+    draw_regions(picture, item.regions, overlay_.style);
+    cv::Mat tile = fit_into(picture, tile_);  // the overlay then scales its text to the tile
     const int64_t t = stream_time_ns(f, streams_[s]->live, origins_[s]);
-    draw_overlay(tile, overlay_.make(item.result, *streams_[s], t), overlay_.style);
+    // Each tile its own panel, its stream's name large on it, and a border between the tiles.
+    auto content = overlay_.make(item.result, *streams_[s], t);
+    content.title = streams_[s]->name;
+    draw_overlay(tile, content, overlay_.style);
+    cv::rectangle(tile, cv::Rect(0, 0, tile.cols, tile.rows), cv::Scalar(48, 48, 48), std::max(1, tile.rows / 270));
     tiles_[s] = tile;
     times_[s] = t;
     pending_ = true;
@@ -367,6 +375,22 @@ bool OutputStage::stream_finished(int id) const {
   return !w || output_.tiled || w->done();
 }
 
+void OutputStage::release_stream(int id) {
+  std::unique_ptr<Worker> worker;
+  {
+    std::lock_guard lock(workers_mutex_);
+    Worker* w = route_.at(size_t(id));
+    if (!w || output_.tiled || !w->done()) return;
+    route_[size_t(id)] = nullptr;
+    const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const auto& p) { return p.get() == w; });
+    if (it == workers_.end()) return;
+    worker = std::move(*it);
+    workers_.erase(it);
+    if (!released_failure_) released_failure_ = worker->failure();
+  }
+  worker->finish();  // (its loop has ended: the join is immediate)
+}
+
 bool OutputStage::draws(int stream) const { return route_.at(size_t(stream)) != nullptr; }
 
 void OutputStage::submit(LabelledFrame item) {
@@ -383,6 +407,7 @@ void OutputStage::finish() {
 
 std::optional<Failure> OutputStage::failure() const {
   std::lock_guard lock(workers_mutex_);
+  if (released_failure_) return released_failure_;
   for (const auto& w : workers_) {
     if (auto f = w->failure()) return f;
   }

@@ -28,7 +28,8 @@ namespace vc::pipeline {
 
 struct LabelledFrame {
   std::shared_ptr<const Frame> frame;
-  FrameResult result;
+  FrameResult result;                // the whole picture's (no labels when only its regions are classified)
+  std::vector<FrameResult> regions;  // each region's latest result: drawn as its box with its label
 };
 
 class OutputStage {
@@ -50,6 +51,8 @@ class OutputStage {
   void finish_stream(int id);
   // Its output is finalized (or it has none, or shares the mosaic).
   [[nodiscard]] bool stream_finished(int id) const;
+  // A finished stream the run lets go of: its worker is joined and destroyed (what failed in it is still reported).
+  void release_stream(int id);
   // Whether frames of this stream are drawn anywhere (if not, nothing is converted or drawn for it).
   [[nodiscard]] bool draws(int stream) const;
   // From the post-processing thread. Never blocks.
@@ -72,6 +75,7 @@ class OutputStage {
   std::function<void(int)> done_;
   mutable std::mutex workers_mutex_;              // workers_ (added to while the run goes on) and finished_
   std::vector<std::unique_ptr<Worker>> workers_;  // one per stream, or one mosaic
+  std::optional<Failure> released_failure_;       // the first failure of a worker let go of
   // By stream id, sized for the run's capacity once (the post stage reads them while streams are added: a stream's
   // slot is written before its first frame exists).
   std::vector<Worker*> route_;                    // stream id -> its worker (null: no output)

@@ -17,7 +17,11 @@ struct Line {
   double size = 1.0;   // relative to the base font scale
   float bar = -1;      // 0..1 confidence bar under the text, or -1 for none
   std::string right;   // right-aligned text (the percentage)
+  int priority = 0;    // 0: always shown; higher: dropped first when a small frame has no room
 };
+
+// The smallest base scale: Hershey text is about 9 pixels high at 0.4, the least a person reads on a small frame.
+constexpr double kMinScale = 0.4;
 
 constexpr int kFont = cv::FONT_HERSHEY_SIMPLEX;
 
@@ -61,7 +65,7 @@ OverlayContent OverlayMaker::make(const FrameResult& r, const StreamStats& s, in
   if (smoothed) {
     c.headline = r.uncertain ? "uncertain" : r.smoothed.label;
     c.headline_score = r.uncertain ? -1.f : r.smoothed.score;
-    c.headline_kind = smoothing_window > 1 ? fmt::format("smoothed over ~{} frames", smoothing_window) : "smoothed";
+    c.headline_kind = smoothing_window > 1 ? fmt::format("over the last ~{} frames", smoothing_window) : "smoothed";
     // The headline is the smoothed label; the top-k lines below are this frame's own.
   } else if (!r.top.empty()) {
     c.headline = r.top.front().label;
@@ -71,6 +75,7 @@ OverlayContent OverlayMaker::make(const FrameResult& r, const StreamStats& s, in
     if (r.smoothed.index >= 0 && r.smoothed.index != r.top.front().index) {
       c.stable = r.uncertain ? "uncertain" : r.smoothed.label;
       c.stable_score = r.uncertain ? -1.f : r.smoothed.score;
+      c.stable_kind = smoothing_window > 1 ? fmt::format("over the last ~{} frames", smoothing_window) : "smoothed";
     }
   }
   if (!r.finite) {
@@ -99,35 +104,44 @@ std::string format_timestamp(int64_t ns) {
   return fmt::format("{:02}:{:02}:{:02}.{:03}", ms / 3'600'000, (ms / 60'000) % 60, (ms / 1000) % 60, ms % 1000);
 }
 
-cv::Rect draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Overlay& style) {
+DrawnOverlay draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Overlay& style) {
   if (!style.enabled || image.empty()) return {};
   std::vector<Line> lines;
+  if (!c.title.empty()) lines.push_back({c.title, 1.2, -1, "", 0});
   if (!c.headline.empty()) {
-    lines.push_back({c.headline, 1.6, -1, c.headline_score >= 0 ? fmt::format("{:.0f}%", c.headline_score * 100) : ""});
-    if (!c.headline_kind.empty()) lines.push_back({c.headline_kind, 0.7, -1, ""});
+    lines.push_back({c.headline, 1.6, -1, c.headline_score >= 0 ? fmt::format("{:.0f}%", c.headline_score * 100) : "", 0});
+    if (!c.headline_kind.empty()) lines.push_back({c.headline_kind, 0.7, -1, "", 1});
     if (!c.stable.empty()) {
-      lines.push_back({"stable: " + c.stable, 0.8, -1, c.stable_score >= 0 ? fmt::format("{:.0f}%", c.stable_score * 100) : ""});
+      lines.push_back({(c.stable_kind.empty() ? "smoothed" : c.stable_kind) + ": " + c.stable, 0.8, -1,
+                       c.stable_score >= 0 ? fmt::format("{:.0f}%", c.stable_score * 100) : "", 2});
     }
   }
-  for (const auto& p : c.top) lines.push_back({p.label, 1.0, p.score, fmt::format("{:.1f}%", p.score * 100)});
+  for (const auto& p : c.top) lines.push_back({p.label, 1.0, p.score, fmt::format("{:.1f}%", p.score * 100), 3});
   std::string stats;
   if (style.show_fps && c.fps >= 0) stats += c.fps > 0 ? fmt::format("{:.1f} fps", c.fps) : "-- fps";
   if (style.show_latency && c.latency_ms >= 0) {
     stats += fmt::format("{}{} {:.1f} ms", stats.empty() ? "" : "   ", c.latency_label, c.latency_ms);
   }
-  if (!stats.empty()) lines.push_back({stats, 0.8, -1, ""});
-  std::string footer = c.stream;
+  if (!stats.empty()) lines.push_back({stats, 0.8, -1, "", 4});
+  std::string footer = c.title.empty() ? c.stream : "";
   if (!c.source.empty()) footer += (footer.empty() ? "" : " | ") + c.source;
   if (!c.timestamp.empty()) footer += (footer.empty() ? "" : " | ") + c.timestamp;
-  if (!footer.empty()) lines.push_back({footer, 0.7, -1, ""});
-  if (!c.engine.empty() || !c.model.empty()) lines.push_back({fmt::format("{} | {}", c.model, c.engine), 0.7, -1, ""});
+  if (!footer.empty()) lines.push_back({footer, 0.7, -1, "", 5});
+  if (!c.engine.empty() || !c.model.empty()) lines.push_back({fmt::format("{} | {}", c.model, c.engine), 0.7, -1, "", 6});
 
-  // Scale with the frame; then shrink until the panel takes at most 45 % of the width and 60 % of the height.
-  double scale = style.font_scale * image.rows / 720.0;
+  // Scaled with the frame, but never below a legible size: where the panel would take more than 45 % of the width or
+  // 60 % of the height, the least needed lines go first; only the headline itself is ever made smaller.
+  const auto fits = [&](const cv::Size& s) { return s.width <= image.cols * 0.45 && s.height <= image.rows * 0.6; };
+  double scale = std::max(style.font_scale * image.rows / 720.0, kMinScale);
   Layout L = layout_for(scale);
-  for (int i = 0; i < 12; ++i) {
-    const cv::Size s = panel_size(lines, L);
-    if ((s.width <= image.cols * 0.45 && s.height <= image.rows * 0.6) || scale < 0.2) break;
+  for (int least = 6; least > 0 && !fits(panel_size(lines, L)); --least) {
+    while (!fits(panel_size(lines, L))) {
+      const auto it = std::find_if(lines.rbegin(), lines.rend(), [&](const Line& l) { return l.priority == least; });
+      if (it == lines.rend()) break;
+      lines.erase(std::next(it).base());
+    }
+  }
+  for (int i = 0; i < 12 && !fits(panel_size(lines, L)) && scale >= 0.2; ++i) {
     scale *= 0.85;
     L = layout_for(scale);
   }
@@ -169,7 +183,41 @@ cv::Rect draw_overlay(cv::Mat& image, const OverlayContent& c, const config::Ove
       y += L.bar_h + L.pad / 2;
     }
   }
-  return panel;
+  DrawnOverlay drawn{panel, 0, int(lines.size())};
+  for (const auto& l : lines) {
+    if (l.size == 1.6) drawn.headline_px = L.text_h(l.size);
+  }
+  return drawn;
+}
+
+int draw_regions(cv::Mat& image, const std::vector<FrameResult>& regions, const config::Overlay& style) {
+  if (!style.enabled || image.empty()) return 0;
+  int drawn = 0;
+  const Layout L = layout_for(std::max(style.font_scale * 0.8 * image.rows / 720.0, kMinScale));
+  for (const auto& r : regions) {
+    const cv::Rect box = cv::Rect(r.box.x, r.box.y, r.box.width, r.box.height) & cv::Rect(0, 0, image.cols, image.rows);
+    if (box.empty()) continue;
+    const bool have = r.finite && !r.top.empty();
+    const bool smoothed = r.smoothed.index >= 0;
+    std::string label = !have ? "?" : smoothed ? (r.uncertain ? "uncertain" : r.smoothed.label) : r.top.front().label;
+    const float score = !have ? -1.f : smoothed ? (r.uncertain ? -1.f : r.smoothed.score) : r.top.front().score;
+    const auto text = fmt::format("{}: {}{}", r.region, label, score >= 0 ? fmt::format(" {:.0f}%", score * 100) : "");
+    cv::rectangle(image, box, cv::Scalar(0, 0, 0), L.thickness + 2, cv::LINE_AA);
+    cv::rectangle(image, box, bgr(style.bar_color), L.thickness, cv::LINE_AA);
+    const int th = L.text_h(0.9), tw = L.width_of(text, 0.9);
+    // Above the box when there is room, else inside its top edge.
+    const int top = box.y - th - 2 * L.pad >= 0 ? box.y - th - 2 * L.pad : box.y;
+    const cv::Rect backing = cv::Rect(box.x, top, tw + 2 * L.pad, th + 2 * L.pad) & cv::Rect(0, 0, image.cols, image.rows);
+    if (!backing.empty()) {
+      cv::Mat roi = image(backing);
+      cv::Mat fill(roi.size(), roi.type(), bgr(style.background_color));
+      cv::addWeighted(fill, std::max(0.5, style.background_alpha), roi, 1.0 - std::max(0.5, style.background_alpha), 0.0, roi);
+      cv::putText(image, text, {backing.x + L.pad, backing.y + L.pad + th}, kFont, L.scale * 0.9, bgr(style.text_color),
+                  L.thickness, cv::LINE_AA);
+    }
+    ++drawn;
+  }
+  return drawn;
 }
 
 }  // namespace vc::pipeline

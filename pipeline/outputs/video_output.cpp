@@ -352,7 +352,12 @@ class RtspOutput final : public VideoOutput {
         ++it;
         continue;
       }
-      if (gst_app_src_push_buffer(src, wrap(f, fps_)) != GST_FLOW_OK) {
+      // Stamped by each client's own pipeline (appsrc do-timestamp): its clock starts when that client's media does,
+      // and a frame with the source's own time would look seconds in its future to a client that joined late.
+      GstBuffer* buffer = wrap(f, fps_);
+      GST_BUFFER_PTS(buffer) = GST_CLOCK_TIME_NONE;
+      GST_BUFFER_DTS(buffer) = GST_CLOCK_TIME_NONE;
+      if (gst_app_src_push_buffer(src, buffer) != GST_FLOW_OK) {
         gst_object_unref(*it);
         it = sources_.erase(it);  // that client went away
       } else {

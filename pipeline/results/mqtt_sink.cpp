@@ -13,6 +13,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/redact.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -140,6 +141,7 @@ std::string MqttSink::topic(const std::string& stream, const char* leaf) const {
 }
 
 void MqttSink::enqueue(Message m) {
+  m.payload = config::redact_credentials(m.payload);  // (a reason quoting a camera's URI: never its password)
   {
     std::lock_guard lock(mutex_);
     if (waiting_.size() + in_flight_.size() >= size_t(settings_.buffer_messages)) {
@@ -247,19 +249,27 @@ void MqttSink::frame(const FrameResult& r) {
   if (closed_) return;
   if (settings_.result_interval_s > 0) {
     const auto now = std::chrono::steady_clock::now();
-    auto& last = last_result_[r.stream];
+    auto& last = last_result_[{r.stream, r.region}];
     if (last != std::chrono::steady_clock::time_point{} &&
         now - last < std::chrono::duration<double>(settings_.result_interval_s)) {
       return;  // rate-limited by design, not a loss
     }
     last = now;
   }
-  enqueue({topic(r.stream_name, "result"), to_json(r, false), settings_.qos, false});
+  // A region's under its own topic: PREFIX/STREAM/REGION/result.
+  enqueue({topic(r.region.empty() ? r.stream_name : r.stream_name + "/" + r.region, "result"), to_json(r, false),
+           settings_.qos, false});
 }
 
 void MqttSink::event(const StreamEvent& e) {
   if (closed_) return;
   enqueue({topic(e.stream_name, "event"), to_json(e), settings_.qos, false});
+  if (e.kind == StreamEvent::Kind::LabelChange && !e.region.empty()) {  // a region's state: PREFIX/STREAM/REGION/state
+    const nlohmann::json state = {{"stream", e.stream_name}, {"region", e.region}, {"label", e.to}};
+    enqueue({topic(e.stream_name + "/" + e.region, "state"),
+             state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 1, true});
+    return;
+  }
   nlohmann::json state = {{"stream", e.stream_name}, {"source", e.source}};
   switch (e.kind) {
     case StreamEvent::Kind::LabelChange:

@@ -73,7 +73,8 @@ class MqttSink final : public ResultSink {
   std::set<int> sent_qos0_;           // QoS 0, given to libmosquitto, its on_publish still to come
   int64_t refusals_ = 0, send_failures_ = 0;  // for rate-limited messages (guarded by mutex_)
   std::chrono::steady_clock::time_point last_drop_warning_{};  // guarded by mutex_
-  std::map<int, std::chrono::steady_clock::time_point> last_result_;  // per stream, for result_interval_s
+  // per stream and region ("" = the whole picture), for result_interval_s
+  std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> last_result_;
   std::atomic<bool> connected_{false}, closed_{false};
   std::atomic<int64_t> dropped_{0}, acked_{0}, connects_{0};
   // The one thread that hands messages to libmosquitto, in order (callbacks only wake it).

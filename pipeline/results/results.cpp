@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "config/redact.hpp"
 #include "config/config.hpp"
 #include "config/errors.hpp"
 
@@ -52,11 +53,17 @@ std::string to_json(const FrameResult& r, bool timing) {
   }
   json line = {{"stream", r.stream_name}, {"source", r.source},       {"frame", r.frame},
                {"pts", seconds(r.pts_ns)},  {"top", top},              {"latency_ms", rounded(r.latency_ms, 1e3)}};
+  // Which model and which weights ("default@3f2a…"): a deploy changes it from one line to the next.
+  if (!r.model_id.empty() || !r.model.empty()) line["model"] = r.model_id.empty() ? r.model : r.model_id;
   if (r.smoothed.index >= 0) {
     line["smoothed"] = {{"label", r.uncertain ? "uncertain" : r.smoothed.label},
                         {"index", r.smoothed.index},
                         {"score", std::isfinite(r.smoothed.score) ? json(rounded(r.smoothed.score, 1e6)) : json()},
                         {"uncertain", r.uncertain}};
+  }
+  if (!r.region.empty()) {  // a region's result: which, where in the picture, by which model
+    line["region"] = r.region;
+    line["box"] = {r.box.x, r.box.y, r.box.width, r.box.height};
   }
   if (!r.finite) line["non_finite"] = true;
   if (r.damaged) line["damaged"] = true;
@@ -70,6 +77,7 @@ std::string to_json(const FrameResult& r, bool timing) {
 
 std::string to_json(const StreamEvent& e) {
   json line = {{"event", event_name(e.kind)}, {"stream", e.stream_name}, {"source", e.source}};
+  if (!e.region.empty()) line["region"] = e.region;
   if (e.kind == StreamEvent::Kind::Rule) {
     const auto& r = e.rule;
     line["type"] = r.type;
@@ -149,7 +157,7 @@ JsonLinesSink::File& JsonLinesSink::file_for(int stream) { return files_.at(per_
 void JsonLinesSink::write_line(int stream, const std::string& text) {
   File& f = file_for(stream);
   if (f.fd < 0) throw IoError(fmt::format("{}: results written after close", f.path));
-  const std::string line = text + "\n";
+  const std::string line = config::redact_credentials(text) + "\n";  // (a reason quoting a URI: never its password)
   // One write(2) per line as a rule, so that a line is in the file whole or not at all. A signal may interrupt a
   // write into a full pipe (EINTR, or a short count): the rest follows. A short count into a file means a full disk:
   // the next write says so, and the partial line is cut off again.

@@ -171,4 +171,104 @@ std::vector<ProfileDecoders> probe_decoders() {
   return out;
 }
 
+namespace {
+
+// A NAL unit's type is a picture's (a VCL NAL: a slice) in H.264 (1-5; 20: a slice of an extension) or H.265 (0-31).
+bool picture_nal(bool hevc, uint8_t header) {
+  if (hevc) return ((header >> 1) & 0x3f) <= 31;
+  const int type = header & 0x1f;
+  return (type >= 1 && type <= 5) || type == 20;
+}
+
+// The NAL units of an Annex B byte stream (start codes), or of a length-prefixed access unit (`length_size` bytes).
+bool nal_picture(bool hevc, int length_size, const uint8_t* d, size_t n) {
+  if (length_size == 0) {
+    for (size_t i = 0; i + 3 < n; ++i) {
+      if (d[i] == 0 && d[i + 1] == 0 && d[i + 2] == 1) {
+        if (picture_nal(hevc, d[i + 3])) return true;
+        i += 2;
+      }
+    }
+    return false;
+  }
+  const auto prefix = size_t(length_size);
+  for (size_t at = 0; at + prefix < n;) {
+    size_t length = 0;
+    for (size_t k = 0; k < prefix; ++k) length = length << 8 | d[at + k];
+    if (length == 0 || length > n - at - prefix) return true;  // not what the caps say: assume a picture
+    if (picture_nal(hevc, d[at + prefix])) return true;
+    at += prefix + length;
+  }
+  return false;
+}
+
+// An MPEG-2 picture start code (00 00 01 00) or an MPEG-4 Part 2 VOP (00 00 01 B6).
+bool start_code(uint8_t code, const uint8_t* d, size_t n) {
+  for (size_t i = 0; i + 3 < n; ++i) {
+    if (d[i] == 0 && d[i + 1] == 0 && d[i + 2] == 1 && d[i + 3] == code) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int nal_length_size(const GstCaps* caps) {
+  const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
+  const char* format = s ? gst_structure_get_string(s, "stream-format") : nullptr;
+  if (!format || std::string(format) == "byte-stream") return 0;
+  const bool hevc = std::string(gst_structure_get_name(s)) == "video/x-h265";
+  const GValue* data = gst_structure_get_value(s, "codec_data");
+  GstBuffer* buffer = data && G_VALUE_HOLDS(data, GST_TYPE_BUFFER) ? gst_value_get_buffer(data) : nullptr;
+  int size = 4;
+  GstMapInfo map;
+  if (buffer && gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+    const size_t at = hevc ? 21 : 4;  // lengthSizeMinusOne: avcC byte 4, hvcC byte 21 (low two bits)
+    if (map.size > at) size = (map.data[at] & 0x3) + 1;
+    gst_buffer_unmap(buffer, &map);
+  }
+  return size;
+}
+
+bool carries_picture(const std::string& codec, int length_size, const uint8_t* data, size_t size) {
+  if (size == 0) return false;
+  if (codec == "H.264" || codec == "H.265") return nal_picture(codec == "H.265", length_size, data, size);
+  if (codec == "MPEG-2") return start_code(0x00, data, size);
+  if (codec == "MPEG-4") return start_code(0xb6, data, size);
+  return true;
+}
+
+namespace {
+
+// Whether a compressed picture is one the decoder gives back: its time within the pad's segment (or unknown).
+bool in_segment(GstPad* pad, GstBuffer* buffer) {
+  if (!GST_BUFFER_PTS_IS_VALID(buffer)) return true;
+  GstEvent* event = gst_pad_get_sticky_event(pad, GST_EVENT_SEGMENT, 0);
+  if (!event) return true;
+  const GstSegment* segment = nullptr;
+  gst_event_parse_segment(event, &segment);
+  bool inside = true;
+  if (segment && segment->format == GST_FORMAT_TIME) {
+    const GstClockTime pts = GST_BUFFER_PTS(buffer);
+    const GstClockTime end = GST_BUFFER_DURATION_IS_VALID(buffer) ? pts + GST_BUFFER_DURATION(buffer) : GST_CLOCK_TIME_NONE;
+    guint64 start = 0, stop = 0;
+    inside = gst_segment_clip(segment, GST_FORMAT_TIME, pts, end, &start, &stop);
+  }
+  gst_event_unref(event);
+  return inside;
+}
+
+}  // namespace
+
+bool owes_picture(GstPad* pad, GstBuffer* buffer, const std::string& codec) {
+  if (!in_segment(pad, buffer)) return false;
+  if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_HEADER)) return true;
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) return true;
+  GstCaps* caps = gst_pad_get_current_caps(pad);
+  const bool picture = carries_picture(codec, nal_length_size(caps), map.data, map.size);
+  if (caps) gst_caps_unref(caps);
+  gst_buffer_unmap(buffer, &map);
+  return picture;
+}
+
 }  // namespace vc::pipeline

@@ -45,6 +45,20 @@ DecoderChoice decoders_for(const GstCaps* caps, config::Decoder policy, int cuda
 // The GPU an NVDEC decoder element decodes on (its cuda-device-id); -1 for any other decoder.
 int nvdec_device(const std::string& factory);
 
+// How H.264/H.265 NAL units are framed in `caps` (the parser's output): 0 for start codes (byte-stream), else the size
+// of each unit's length prefix (avc/avc3/hvc1/hev1, from codec_data; 4 when it does not say).
+int nal_length_size(const GstCaps* caps);
+// Whether a compressed buffer of `codec` ("H.264", "H.265", "MPEG-2", "MPEG-4", "JPEG") holds a coded picture, not
+// only stream headers (SPS/PPS, sequence headers): what the decoder's input is counted by, against the pictures it
+// gives back. A keyframe that carries its headers (x264 repeats them at each one) holds a picture. `length_size`:
+// nal_length_size() of its caps. When the data cannot be read as such (an unknown codec, lengths that do not add up)
+// it is taken to hold one.
+bool carries_picture(const std::string& codec, int length_size, const uint8_t* data, size_t size);
+// Whether a buffer arriving at a decoder's sink `pad` owes a picture back: it holds one (carries_picture: a keyframe
+// that carries its headers, which the parser flags HEADER, included) and its time is within the pad's segment (the
+// pictures before an MP4 edit list's start are decoded for what follows, and rightly given nothing back for).
+bool owes_picture(GstPad* pad, GstBuffer* buffer, const std::string& codec);
+
 // For `doctor`: per codec and profile, the decoders that would be used and those refused.
 struct ProfileDecoders {
   std::string codec, profile;  // "H.264", "High (8-bit 4:2:0)"

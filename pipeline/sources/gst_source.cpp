@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "config/logging.hpp"
+#include "config/redact.hpp"
 #include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/gst_probe.hpp"
@@ -24,8 +25,7 @@ namespace fs = std::filesystem;
 // 10-bit video stays 10-bit (videoconvert keeps the depth it is given: 4:2:2 and 4:4:4 come out as 4:2:0 of the
 // same depth).
 constexpr const char* kFormats = "{ (string)I420, (string)NV12, (string)I420_10LE, (string)P010_10LE, (string)BGR, "
-                                 "(string)BGRx, (string)BGRA, (string)RGB, "
-                                 "(string)RGBA, (string)RGBx }";
+                                 "(string)BGRx, (string)BGRA, (string)RGB, (string)RGBA, (string)RGBx }";
 
 GstCaps* system_caps(const config::Input& in) {
   GstCaps* caps = gst_caps_from_string(fmt::format("video/x-raw, format=(string){}", kFormats).c_str());
@@ -70,7 +70,7 @@ std::string describe(const SourceSpec& s) {
   switch (s.input.kind) {
     case config::InputKind::Test: return "test pattern '" + s.input.pattern + "'";
     case config::InputKind::File: return s.input.path;
-    case config::InputKind::Uri: return s.input.uri;
+    case config::InputKind::Uri: return config::redact_credentials(s.input.uri);  // (in every message: no password)
     case config::InputKind::Webcam: return s.input.device;
     case config::InputKind::Image: return s.image_file;
   }
@@ -139,8 +139,7 @@ void GstSource::build() {
   GstElement* p = pipeline_.get();
 
   appsink_ = add_element(p, "appsink", "sink");
-  // Files are paced by the consumer (back-pressure); `realtime` files by the clock, like a camera; live
-  // sources by themselves.
+  // Files are paced by the consumer (back-pressure), `realtime` files by the clock, live sources by themselves.
   g_object_set(appsink_, "sync", in.kind == config::InputKind::File && in.realtime ? TRUE : FALSE, "max-buffers", 2u,
                "drop", FALSE, "enable-last-sample", FALSE, nullptr);
   GstAppSinkCallbacks callbacks{};
@@ -183,9 +182,9 @@ void GstSource::build() {
     case config::InputKind::File:
     case config::InputKind::Image: {
       const auto& file = in.kind == config::InputKind::File ? in.path : spec_.image_file;
-      check_readable_file(file);
+      if (spec_.open_path.empty()) check_readable_file(file);  // (an opened file was checked by who opened it)
       GstElement* src = add_element(p, "filesrc", "src");
-      g_object_set(src, "location", file.c_str(), nullptr);
+      g_object_set(src, "location", (spec_.open_path.empty() ? file : spec_.open_path).c_str(), nullptr);
       build_parsed_input(src);
       break;
     }
@@ -386,12 +385,14 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
 void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
   static const char* const one_to_one[] = {"H.264", "H.265", "MPEG-2", "MPEG-4", "JPEG"};
   one_to_one_ = !format.interlaced && std::find(std::begin(one_to_one), std::end(one_to_one), format.codec) != std::end(one_to_one);
-  // Each access unit into the decoder is counted, and handed to the packet sink (event clips) as it is.
+  codec_ = format.codec;
+  // Each access unit into the decoder that owes a picture back is counted (decoders.hpp: owes_picture), and handed to
+  // the packet sink (event clips) as it is.
   PadPtr in(gst_element_get_static_pad(decoder, "sink"));
   gst_pad_add_probe(in.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad* pad, GstPadProbeInfo* info, gpointer self) {
     auto* source = static_cast<GstSource*>(self);
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    if (!GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_HEADER)) ++source->decoder_in_;
+    if (owes_picture(pad, buffer, source->codec_)) ++source->decoder_in_;
     if (source->spec_.on_packet) source->spec_.on_packet(make_packet(buffer, source->packet_caps(pad)));
     return GST_PAD_PROBE_OK;
   }, this, nullptr);
@@ -471,6 +472,11 @@ GstFlowReturn GstSource::on_sample(GstElement* sink) {
     fail(ExitCode::kData, fmt::format("{}: a decoded frame cannot be read: {}", what_, e.what()));
     return GST_FLOW_ERROR;
   }
+  // Its regions lie inside its picture, or it is refused (a later change of size: the lane leaves them out, warned).
+  if (auto why = index_ ? std::nullopt : config::regions_outside(spec_.input.regions, f.view.shown_width(), f.view.shown_height())) {
+    fail(ExitCode::kConfig, fmt::format("{}: {}", what_, *why));
+    return GST_FLOW_ERROR;
+  }
   const GstClockTime pts = GST_BUFFER_PTS(buffer);
   f.pts_ns = GST_CLOCK_TIME_IS_VALID(pts) ? int64_t(pts) : -1;
   f.damaged = decoder_damaged_ > 0 && take_damaged(pts);
@@ -545,8 +551,8 @@ GstSource::State GstSource::poll(std::chrono::milliseconds wait) {
         break;
     }
   }
-  // A file whose streaming stopped, for a second, before any video came out: its demuxer failed and parsebin dropped
-  // the error (streaming_stopped): said, not left to the stall watchdog.
+  // A file whose streaming stopped for a second before any video came out (its demuxer failed, parsebin dropped the
+  // error): said, not left to the stall watchdog.
   if (live_ || video_linked_ || !streaming_stopped(pipeline_.get())) {
     stopped_since_ = {};
   } else if (stopped_since_ == Clock::time_point{}) {

@@ -48,6 +48,8 @@ using Placer = std::function<Placement(const DecodeLoad&)>;
 struct SourceSpec {
   config::Input input;
   std::string image_file;              // kind image: the one file this source decodes
+  std::string open_path;               // where the file is read from when not its name: /proc/self/fd/N of a file a
+                                       // layer above opened after checking it (the name is what messages show)
   bool gpu_frames = false;             // NVDEC output may stay in GPU memory (a CUDA engine, no video output)
   Placer place;                        // may be empty: any decoder, frames through host memory
   PacketSink on_packet;                // the compressed video before the decoder (raw video: encoded for it); may be empty
@@ -70,6 +72,8 @@ class GstSource {
   State poll(std::chrono::milliseconds wait);
   [[nodiscard]] const Failure& failure() const { return failure_; }
 
+  // A new reference to the pipeline's bus (gst_object_unref it): a message posted there wakes poll() at once.
+  [[nodiscard]] GstBus* bus_ref() const { return GST_BUS(gst_object_ref(bus_.get())); }
   [[nodiscard]] bool live() const { return live_; }
   [[nodiscard]] std::string decoder() const;  // the decoder element in use ("nvh264dec"), "" before it is known
   [[nodiscard]] bool delivers_gpu_frames() const { return gpu_path_.load(); }
@@ -126,6 +130,7 @@ class GstSource {
   int64_t warnings_ = 0;
   std::atomic<int64_t> decoder_in_{0}, decoder_out_{0}, decoder_damaged_{0};
   std::atomic<bool> one_to_one_{false};
+  std::string codec_;                    // the compressed stream's codec (set before its first buffer, with the probe)
   std::atomic<bool> next_damaged_{false};  // the decoder's last output picture was damaged: the frame carries it
   mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_
   std::deque<GstClockTime> damaged_pts_;  // damaged pictures on their way from the decoder to the appsink

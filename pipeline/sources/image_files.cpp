@@ -1,6 +1,9 @@
 #include "pipeline/sources/image_files.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <glob.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +75,42 @@ std::vector<std::string> image_files(const std::string& spec) {
                                    : fmt::format("{}: no images (.jpg, .jpeg, .png, .bmp) found", spec));
   }
   return files;
+}
+
+std::vector<std::string> image_files_in(int dir, const std::string& spec) {
+  const int copy = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  DIR* listing = copy >= 0 ? ::fdopendir(copy) : nullptr;
+  if (!listing) {
+    if (copy >= 0) ::close(copy);
+    throw NoInputError(fmt::format("{}: the folder cannot be read", spec));
+  }
+  ::rewinddir(listing);
+  std::vector<std::string> files;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    struct stat st {};
+    if (!is_image_name(name) || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;  // (a link, a folder, a device: not read)
+    }
+    files.push_back((fs::path(spec) / name).string());
+  }
+  ::closedir(listing);
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw NoInputError(fmt::format("{}: no images (.jpg, .jpeg, .png, .bmp) found (links are not followed)", spec));
+  return files;
+}
+
+int open_image_in(int dir, const std::string& name) {
+  const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
 }
 
 }  // namespace vc::pipeline

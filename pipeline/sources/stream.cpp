@@ -4,12 +4,15 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "config/logging.hpp"
+#include "config/redact.hpp"
+#include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/image_files.hpp"
 
 namespace vc::pipeline {
@@ -46,22 +49,48 @@ std::shared_ptr<GstContext> share_context(GstContext* owned) {
           }};
 }
 
-Stream::Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env)
-    : id_(id), input_(std::move(input)), gpu_frames_(gpu_frames), env_(std::move(env)) {
+std::vector<std::shared_ptr<GstContext>> decoder_contexts(const std::vector<int>& devices, bool draw) {
+  std::vector<std::shared_ptr<GstContext>> contexts;
+  for (size_t at = 0; at < devices.size(); ++at) {
+    std::shared_ptr<GstContext> context;
+    for (size_t i = 0; i < at; ++i) {
+      if (devices[i] == devices[at]) context = contexts[i];
+    }
+    if (!context && devices[at] >= 0 && !draw) {
+      try {
+        context = share_context(make_shared_cuda_context(devices[at]));
+      } catch (const Error& e) {
+        vc::log::get("pipeline")->warn("NVDEC frames will be copied through host memory: {}", e.what());
+      }
+    }
+    contexts.push_back(context);
+  }
+  return contexts;
+}
+
+Stream::Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env,
+               std::shared_ptr<const OpenedInput> opened)
+    : id_(id), input_(std::move(input)), gpu_frames_(gpu_frames), env_(std::move(env)), opened_(std::move(opened)) {
   stats_.name = input_.name;
-  stats_.source = source_of(input_);
+  stats_.source = config::redact_credentials(source_of(input_));  // (what every output shows: no password)
   stats_.live = is_live_input(input_);
 }
 
-Stream::~Stream() { join(); }
+Stream::~Stream() {
+  join();
+  if (wake_bus_) gst_object_unref(wake_bus_);
+}
 
 void Stream::start() {
   if (input_.kind == config::InputKind::Image) {
-    images_ = image_files(input_.path);
+    if (opened_ && opened_->directory) images_ = image_files_in(opened_->fd, input_.path);
+    else if (opened_) images_ = {input_.path};
+    else images_ = image_files(input_.path);
   } else {
-    source_ = open();
+    set_source(open());
   }
-  stats_.state = StreamState::Running;
+  // "starting" until its first frame (a camera's handshake, a decoder's start), then "running".
+  stats_.started_ns = steady_ns(Clock::now());
   thread_ = std::thread([this] { supervise(); });
 }
 
@@ -122,7 +151,20 @@ std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
       return p;
     };
   }
-  SourceSpec spec{input_, image_file, gpu_frames_, std::move(place), env_.on_packet};
+  config::Input input;
+  {
+    std::lock_guard lock(regions_mutex_);
+    input = input_;
+  }
+  SourceSpec spec{std::move(input), image_file, "", gpu_frames_, std::move(place), env_.on_packet};
+  if (opened_ && !opened_->directory) spec.open_path = opened_->proc_path();
+  if (opened_ && opened_->directory && !image_file.empty()) {  // one image of an opened folder: opened from it
+    image_fd_.reset();
+    const int fd = open_image_in(opened_->fd, fs::path(image_file).filename().string());
+    if (fd < 0) throw NoInputError(fmt::format("{}: cannot be read ({})", image_file, std::strerror(errno)));
+    image_fd_ = std::make_unique<OpenedInput>(fd, false);
+    spec.open_path = image_fd_->proc_path();
+  }
   pass_frames_ = 0;
   last_pts_ = -1;
   return std::make_unique<GstSource>(std::move(spec), [this](Frame&& f) { return on_frame(std::move(f)); });
@@ -153,6 +195,8 @@ bool Stream::on_frame(Frame&& f) {
   const int64_t now = steady_ns(f.captured);
   int64_t none = 0;
   stats_.first_frame_ns.compare_exchange_strong(none, now);
+  auto starting = StreamState::Starting;
+  stats_.state.compare_exchange_strong(starting, StreamState::Running);
   stats_.last_frame_ns = now;
   waiting_for_room_ = true;  // a file's push waits while its queue is full
   const bool accepted = env_.hub->push(std::move(f));
@@ -272,11 +316,32 @@ void Stream::abort(Failure why) {
     aborted_ = std::move(why);
   }
   removed_ = true;
+  wake();
+}
+
+void Stream::remove() {
+  removed_ = true;
+  wake();  // the supervisor looks at once, not at its next poll
+}
+
+void Stream::set_source(std::unique_ptr<GstSource> source) {
+  GstBus* old = nullptr;
+  {
+    std::lock_guard lock(wake_mutex_);
+    old = std::exchange(wake_bus_, source ? source->bus_ref() : nullptr);
+  }
+  if (old) gst_object_unref(old);
+  source_ = std::move(source);  // (the one before is stopped here, on the stream's thread)
+}
+
+void Stream::wake() {
+  std::lock_guard lock(wake_mutex_);
+  if (wake_bus_) gst_bus_post(wake_bus_, gst_message_new_application(nullptr, gst_structure_new_empty("vc-wake")));
 }
 
 void Stream::finish_with(std::optional<Failure> failure) {
   env_.hub->close(id_);  // first: the run must not wait for the teardown below (a stuck network source)
-  source_.reset();       // stops the pipeline: no more frames from it
+  set_source(nullptr);       // stops the pipeline: no more frames from it
   {
     std::lock_guard lock(abort_mutex_);
     if (aborted_) failure = aborted_;  // its engine failed: that is why it ends, whatever its source did
@@ -335,14 +400,16 @@ void Stream::supervise_source() {
       last_pts_ = -1;
       ++stats_.loops;
       if (!source_->rewind()) {  // (a file that cannot seek: opened again)
-        source_.reset();
-        source_ = open();
+        set_source(nullptr);
+        set_source(open());
       }
       continue;
     }
+    // The configuration does not fit it (a region outside its picture): a restart would not change that.
+    if (state == GstSource::State::Failed && why.code == ExitCode::kConfig) return finish_with(why);
     // A live source failed, ended or stalled: restart it, with backoff.
     if (state == GstSource::State::Ended) why = {ExitCode::kUnavailable, stats_.source + ": the source ended"};
-    source_.reset();
+    set_source(nullptr);
     if (!down_) {
       emit(StreamEvent::Kind::StreamDown, why.message, attempts_ + 1);
       down_ = true;
@@ -359,9 +426,9 @@ void Stream::supervise_source() {
     delay_ = std::min(delay_ * 2, input_.reconnect.max_delay_s);
     ++stats_.reconnects;
     try {
-      source_ = open();
+      set_source(open());
     } catch (const Error& e) {
-      source_.reset();
+      set_source(nullptr);
       why = {e.code(), e.what()};
     }
   }
@@ -377,12 +444,12 @@ void Stream::supervise_images() {
       Failure why;
       GstSource::State state = GstSource::State::Failed;
       try {
-        source_ = open(file);
+        set_source(open(file));
         state = run_source(why);
       } catch (const Error& e) {
         why = {e.code(), e.what()};
       }
-      source_.reset();
+      set_source(nullptr);
       if (state == GstSource::State::Ended && pass_frames_ == 0 && !stopping()) {
         why = {ExitCode::kData, file + ": no image could be decoded"};
         state = GstSource::State::Failed;

@@ -21,6 +21,7 @@
 #include "config/config.hpp"
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/core/events.hpp"
+#include "pipeline/core/opened_input.hpp"
 #include "pipeline/core/stats.hpp"
 #include "pipeline/sources/gst_source.hpp"
 
@@ -41,10 +42,17 @@ struct StreamEnvironment {
 // A GstContext reference held jointly (gst_context_unref when the last holder lets go).
 std::shared_ptr<GstContext> share_context(GstContext* owned);
 
+// For engines on `devices` (a CUDA device, or -1: the CPU), the CUDA context their streams' decoders share, so that
+// NVDEC frames stay in GPU memory: one per GPU (two engines on one GPU share it). Null for a CPU engine, when frames
+// are drawn on (`draw`: a video output), or when it cannot be made (said once; frames then go through host memory).
+std::vector<std::shared_ptr<GstContext>> decoder_contexts(const std::vector<int>& devices, bool draw);
+
 class Stream {
  public:
-  // `gpu_frames`: this stream's NVDEC output may stay in GPU memory (it has no video output to draw on).
-  Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env);
+  // `gpu_frames`: this stream's NVDEC output may stay in GPU memory (it has no video output to draw on). `opened`: its
+  // file or folder as a layer above opened it after checking it (opened_input.hpp); null: opened by its path.
+  Stream(int id, config::Input input, bool gpu_frames, StreamEnvironment env,
+         std::shared_ptr<const OpenedInput> opened = nullptr);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -55,7 +63,7 @@ class Stream {
   // and starts supervising it on the stream's thread.
   void start();
   // Stops this stream alone (a service's API removed it): it ends as at the end of its input, reason "removed".
-  void remove() { removed_ = true; }
+  void remove();
   [[nodiscard]] bool removed() const { return removed_.load(); }
   // Ends this stream with `why` as its failure (the engine that classifies it failed): as remove(), but failed.
   void abort(Failure why);
@@ -68,6 +76,13 @@ class Stream {
 
   [[nodiscard]] int id() const { return id_; }
   [[nodiscard]] const config::Input& input() const { return input_; }
+  // Its regions changed while it runs (the run's table lock held: readers of input() hold it too; its own thread
+  // copies its input under regions_mutex_ when it starts its source).
+  void set_regions(std::vector<config::Region> regions, bool whole) {
+    std::lock_guard lock(regions_mutex_);
+    input_.regions = std::move(regions);
+    input_.whole = whole;
+  }
   [[nodiscard]] StreamStats& stats() { return stats_; }
   [[nodiscard]] const StreamStats& stats() const { return stats_; }
   // The same statistics, for readers that may outlive the stream (the service).
@@ -90,11 +105,16 @@ class Stream {
   void emit(StreamEvent::Kind kind, const std::string& reason, int64_t attempt = 0);
   void finish_with(std::optional<Failure> failure);
   bool stopping() const { return env_.stop->load() || max_reached_.load() || removed_.load(); }
+  // The source the stream's thread runs (only that thread calls this), and a way to wake it from elsewhere.
+  void set_source(std::unique_ptr<GstSource> source);
+  void wake();
 
   int id_;
   config::Input input_;
   bool gpu_frames_;
   StreamEnvironment env_;
+  std::shared_ptr<const OpenedInput> opened_;
+  std::unique_ptr<OpenedInput> image_fd_;  // the image of an opened folder being decoded (stream thread only)
   std::shared_ptr<StreamStats> shared_stats_ = std::make_shared<StreamStats>();
   StreamStats& stats_ = *shared_stats_;
   std::vector<std::string> images_;
@@ -113,8 +133,11 @@ class Stream {
   double delay_ = 0;        // the next wait before a restart
   std::optional<Failure> failure_;
   mutable std::mutex abort_mutex_;
+  std::mutex regions_mutex_;  // input_'s regions: set_regions() against the copy a (re)start takes
   std::optional<Failure> aborted_;        // abort()'s reason
   std::unique_ptr<GstSource> source_;     // used by the stream's thread only (after start())
+  std::mutex wake_mutex_;
+  GstBus* wake_bus_ = nullptr;            // source_'s bus (a reference): remove() posts to it (wake_mutex_)
   mutable std::mutex done_mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;

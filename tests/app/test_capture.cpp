@@ -66,19 +66,59 @@ TEST_CASE("capture: a video's frames into train and val by blocks of time, never
   CHECK(slurp(dataset + "/labels.txt") == "ball\nbars\n");
   CHECK(manifest(dataset).size() == items.size() + 6);
 
-  // The model on the train split, through the app: every image scored, each by its folder's label.
+  // The model on the train split, through the app: every image scored, each by its folder's label. A model that does
+  // not know the folders' labels is a usage error naming both sets (not 0 % and exit 0).
   r = run_command(app("evaluate --images '" + dataset + "/train'"));
+  CHECK(r.code == 64);
+  CHECK_MESSAGE(r.output.find("ball, bars") != std::string::npos, r.output);
+  CHECK(r.output.find("class-0, class-1") != std::string::npos);
+  CHECK(r.output.find("--model") != std::string::npos);
+  const auto labels = path("capture-labels.txt");
+  std::ofstream(labels) << "ball\nbars\nclass-2\nclass-3\nclass-4\nclass-5\nclass-6\nclass-7\nclass-8\nclass-9\n";
+  r = run_command(app("evaluate --images '" + dataset + "/train' --set model.labels='" + labels + "'"));
   REQUIRE_MESSAGE(r.code == 0, r.output);
   const auto train = images_in(dataset + "/train");
   CHECK(r.output.find("images scored: " + std::to_string(train)) != std::string::npos);
   CHECK(r.output.find("image accuracy: ") != std::string::npos);
   CHECK(r.output.find("confusion matrix") != std::string::npos);
 
-  // Mistakes are said.
+  // Mistakes are said; without an input it says what to give, and --help lists its own options with examples.
+  r = run_command(app("capture --dataset '" + dataset + "' --label x --max 1"));
+  CHECK(r.code == 64);
+  CHECK(r.output.find("give --input") != std::string::npos);
+  r = run_command(app("capture --help"));
+  CHECK(r.code == 0);
+  CHECK(r.output.find("--fps") != std::string::npos);
+  CHECK(r.output.find("capture --input /dev/video0 --dataset mine --label mug") != std::string::npos);
   CHECK(run_command(app("capture --input test --dataset '" + dataset + "' --label a/b --max 1")).code == 64);
   CHECK(run_command(app("capture --input test --dataset '" + dataset + "' --label x --split train --max 1")).code == 64);
   CHECK(run_command(app("evaluate --images '" + path("no-such-folder") + "'")).code == 66);
   CHECK(run_command(app("evaluate")).code == 64);
+}
+
+TEST_CASE("capture says how far it has come while it goes, and Ctrl-C leaves what it wrote whole") {
+  const auto dataset = path("dataset-progress");
+  fs::remove_all(dataset);
+  // A live pattern for 6 s of its own time (= wall time): off a terminal, a line at the start and one every 5 s.
+  auto r = run_command(app("capture --input test:ball --set input.fps=10 --dataset '" + dataset + "' --label ball --fps 2 --to 6"));
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(r.output.find("capture: frames of test:ball as 'ball' into") != std::string::npos);
+  size_t lines = 0;
+  for (auto at = r.output.find("image(s) of 'ball'"); at != std::string::npos; at = r.output.find("image(s) of 'ball'", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines >= 3);  // at the start, at 5 s, at the end
+  // Interrupted: what was saved is in the manifest, line by line.
+  const auto stopped = path("dataset-stopped");
+  fs::remove_all(stopped);
+  r = run_command("(exec " + app_direct("capture --input test:ball --set input.fps=10 --dataset '" + stopped +
+                                        "' --label ball --fps 5") + ") & pid=$!; for i in $(seq 600); do [ \"$(cat '" + stopped +
+                      "/manifest.jsonl' 2>/dev/null | wc -l)\" -ge 3 ] && break; kill -0 $pid 2>/dev/null || break; "
+                      "sleep 0.1; done; kill -INT $pid; wait $pid");  // (a capture that died early: its own code)
+  CHECK_MESSAGE(r.code == 0, r.output);
+  const auto items = manifest(stopped);
+  CHECK(items.size() >= 3);
+  CHECK(images_in(stopped) == int64_t(items.size()));
 }
 
 TEST_CASE("output.collect keeps the frames the model is unsure about, at most so many per minute of stream time") {
@@ -108,6 +148,35 @@ TEST_CASE("output.collect keeps the frames the model is unsure about, at most so
                       "' --set output.collect.below_confidence=0"));
   REQUIRE_MESSAGE(r.code == 0, r.output);
   CHECK(images_in(dir) == 0);
+}
+
+TEST_CASE("capture --region saves the region alone (the input's, or --box's): what its model will classify") {
+  const auto dataset = path("dataset-region");
+  fs::remove_all(dataset);
+  // A region of the input's, by name, from the config.
+  const auto cfg = path("capture-region.yaml");
+  std::ofstream(cfg) << "input: {kind: test, pattern: smpte75, width: 320, height: 240, fps: 10,\n"
+                        "        regions: [{name: gate, box: [0.5, 0.25, 0.25, 0.5]}]}\n";
+  auto r = run_command(app("capture --config '" + cfg + "' --region gate --dataset '" + dataset + "' --label closed --max 4"));
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  auto items = manifest(dataset);
+  REQUIRE(items.size() == 4);
+  for (const auto& j : items) {
+    CHECK(j["region"] == "gate");
+    CHECK(j["box"] == nlohmann::json({160, 60, 80, 120}));
+  }
+  // Its picture is the box's size.
+  const auto probe = run_command("gst-discoverer-1.0 '" + dataset + "/" + items[0]["file"].get<std::string>() + "'");
+  CHECK(probe.output.find("Width: 80") != std::string::npos);
+  CHECK(probe.output.find("Height: 120") != std::string::npos);
+  // A box given on the command line; an unknown region is a usage error naming the input's.
+  r = run_command(app("capture --input test:ball --box 10,10,64,32 --dataset '" + dataset + "' --label open --max 2"));
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  items = manifest(dataset);
+  CHECK(items.back()["box"] == nlohmann::json({10, 10, 64, 32}));
+  r = run_command(app("capture --config '" + cfg + "' --region door --dataset '" + dataset + "' --label open --max 2"));
+  CHECK(r.code == 64);
+  CHECK(r.output.find("the input has no region 'door' (it has gate)") != std::string::npos);
 }
 
 TEST_SUITE_END();

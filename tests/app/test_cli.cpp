@@ -42,9 +42,15 @@ TEST_CASE("evaluate's readers reject a results line without a label") {  // foun
   CHECK(reject(R"({"frame":18446744073709551615,"top":[{"label":"x"}]})" "\n", false)
             .rfind("r.jsonl:1: not a results line", 0) == 0);
   std::istringstream good(R"({"frame":3,"top":[{"label":"cat"}],"smoothed":{"label":"dog"}})" "\n");
-  CHECK(vc::app::read_results(good, "r.jsonl", true).at(3) == "dog");
+  CHECK(vc::app::read_results(good, "r.jsonl", true).at({3, ""}) == "dog");
   std::istringstream truth("# comment\r\n7\t  a label\r\n");
-  CHECK(vc::app::read_truth(truth, "t.txt").at(7) == "a label");
+  CHECK(vc::app::read_truth(truth, "t.txt").at({7, ""}) == "a label");
+  std::istringstream regions("4\tgate\topen\n4\tclosed yard\n");  // a region's label, and the whole picture's
+  const auto r = vc::app::read_truth(regions, "t.txt");
+  CHECK(r.at({4, "gate"}) == "open");
+  CHECK(r.at({4, ""}) == "closed yard");
+  std::istringstream region_line(R"({"frame":4,"region":"gate","top":[{"label":"open"}]})" "\n");
+  CHECK(vc::app::read_results(region_line, "r.jsonl", false).at({4, "gate"}) == "open");
 }
 
 TEST_CASE("--help and --version exit 0") {

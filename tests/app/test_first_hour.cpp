@@ -4,6 +4,9 @@
 // rate, thousands of inputs refused at once.
 #include <doctest/doctest.h>
 
+#include <condition_variable>
+#include <mutex>
+
 #include <thread>
 
 #include "pipeline/fake_classifier.hpp"
@@ -89,6 +92,67 @@ class SlowEngine final : public inference::Classifier {
 };
 
 }  // namespace
+
+namespace {
+
+// An engine whose batch never ends by itself (a CPU engine on ResNet-50 at batch 32 takes 8 s, this one for ever):
+// only interrupt() stops it, as the CPU engine stops between two layers.
+class StuckEngine final : public inference::Classifier {
+ public:
+  StuckEngine() { num_classes_ = 10; }
+  std::string engine_name() const override { return "stuck"; }
+  int max_batch() const override { return 4; }
+  int max_in_flight() const override { return 1; }
+  void submit(std::span<const inference::FrameView>) override {
+    std::unique_lock lock(mutex_);
+    submitted_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return interrupted_; });
+    throw inference::Interrupted("stopped");
+  }
+  bool ready() override { return false; }
+  void collect(std::vector<float>&) override {}
+  void interrupt() override {
+    std::lock_guard lock(mutex_);
+    interrupted_ = true;
+    cv_.notify_all();
+  }
+  void wait_submitted() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return submitted_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool submitted_ = false, interrupted_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("Ctrl-C cuts a batch the engine would take long over short: the run ends, its frames counted") {
+  auto c = config::parse_config("input: {kind: test, pattern: ball, width: 64, height: 48, fps: 30}\n");
+  c.output.results = path("stuck.jsonl");
+  config::validate(c);
+  auto engine = std::make_unique<StuckEngine>();
+  StuckEngine* stuck = engine.get();
+  pipeline::Runner runner(c, std::move(engine));
+  std::atomic<int> stop{0};
+  std::thread ctrl_c([&] {
+    stuck->wait_submitted();  // a batch is in the engine's hands: now Ctrl-C
+    stop = 1;
+  });
+  const auto summary = runner.run(stop);  // (without interrupt() this would never return: the suite's timeout says so)
+  ctrl_c.join();
+  CHECK(summary.code == ExitCode::kOk);
+  CHECK(summary.interrupted);
+  CHECK(summary.unclassified >= 1);
+  CHECK(pipeline::format_summary(summary).find("got no result (the stop cut its batch short)") != std::string::npos);
+  // The results file is whole: the stream's end is in it.
+  const auto lines = read_jsonl(path("stuck.jsonl"));
+  REQUIRE(!lines.empty());
+  CHECK(lines.back()["event"] == "stream_end");
+}
 
 TEST_CASE("the engine's time per batch counts the work the CPU engine does inside submit()") {
   auto c = config::parse_config("input: {kind: test, width: 64, height: 48, fps: 30, max_frames: 10}\n");

@@ -5,8 +5,11 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "config/config.hpp"
 #include "config/errors.hpp"
+#include "config/redact.hpp"
 #include "config/version.hpp"
 
 using namespace vc;
@@ -103,6 +106,12 @@ TEST_CASE("rejections name the file, line, column and key path") {
   CHECK(rejection("inference:\n  algorithms: {conv1: -1}\n").find("inference.algorithms.conv1") != std::string::npos);
   CHECK(rejection("model:\n  top_k: [1\n").rfind("test.yaml:", 0) == 0);
   CHECK(rejection("model:\n  top_k: [1\n").find("invalid YAML") != std::string::npos);
+  // A control character in a text (a value ending in a carriage return would not even read back as written).
+  CHECK(rejection("output:\n  path: \"out.mp4\\r\"\n") ==
+        "test.yaml:2:9: output.path: a control character (U+000D) at position 8 of the text: not allowed in a value");
+  CHECK(rejection("events:\n  rules: [{name: r, labels: [\"a\\u0001\"]}]\n").find("U+0001") != std::string::npos);
+  CHECK(rejection("inference:\n  algorithms: {\"a\\u007f\": 1}\n").find("U+007F") != std::string::npos);
+  CHECK_NOTHROW(config::parse_config("input:\n  device: \"a\\tb\"\n", "test.yaml"));
 }
 
 TEST_CASE("load_config reads files and reports missing ones as missing input") {
@@ -343,9 +352,137 @@ TEST_CASE("a stream from a request body is checked as an inputs: entry is, and s
   REQUIRE(restored.inputs.size() == 2);
   CHECK(input_yaml(restored.inputs[0]) == input_yaml(in));
   CHECK(input_yaml(restored.inputs[1]) == input_yaml(other));
+  // Which were added over the API is kept beside them (SIGHUP leaves those be), and only the owner reads the file.
+  save_inputs({in, other}, file, base.input, {"yard"});
+  CHECK(load_added_over_api(file) == std::vector<std::string>{"yard"});
+  load_inputs(restored, file);
+  CHECK(restored.inputs.size() == 2);
+  CHECK((std::filesystem::status(file).permissions() & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
   std::ofstream(file) << "inputs: []\nmodel: {top_k: 3}\n";
   CHECK_THROWS_WITH_AS(load_inputs(restored, file), doctest::Contains("holds `inputs:` and nothing else"), ConfigError);
   std::filesystem::remove(file);
+}
+
+TEST_CASE("credentials are replaced in any text that holds a URI; nothing else changes") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rtsp://admin:pw@cam.local:554/stream1", "rtsp://***@cam.local:554/stream1"},
+      {"rtsp://admin@cam/x", "rtsp://***@cam/x"},
+      {"http://h/s?user=a&password=b&fps=5#t", "http://h/s?user=***&password=***&fps=5#t"},
+      {"rtsp://cam/live?token=x", "rtsp://cam/live?token=***"},
+      {"stream door: rtsp://u:p@10.0.0.7/s: connection refused", "stream door: rtsp://***@10.0.0.7/s: connection refused"},
+      {"{\"source\":\"rtsp://u:p@h/s\",\"x\":1}", "{\"source\":\"rtsp://***@h/s\",\"x\":1}"},
+      {"rtsp://u:pa/ss@h/s", "rtsp://***@h/s"},  // an unescaped '/' in the password
+      {"http://proxy/?url=rtsp://u:p@cam/s", "http://proxy/?url=rtsp://***@cam/s"},
+      {"a://b@c and d://e:f@g", "a://***@c and d://***@g"},
+      {"http://host/path/@name", "http://host/path/@name"},             // an '@' in a path is not a user
+      {"http://host:8080/path/@name", "http://***@name"},               // (after a port: redacted, to be safe)
+      {"rtsp://u:pa?ss@cam/live", "rtsp://***@cam/live"},               // '?' in a password
+      {"rtsp://u:1234/5@cam/live", "rtsp://***@cam/live"},              // digits and '/'
+      {"srt://cam:7001?mode=caller&passphrase=abc&streamid=x", "srt://cam:7001?mode=caller&passphrase=***&streamid=***"},
+      {"https://b.s3/o?X-Amz-Signature=ff&X-Amz-Credential=k&x=1", "https://b.s3/o?X-Amz-Signature=***&X-Amz-Credential=***&x=1"},
+      {"file:///videos/a.mp4", "file:///videos/a.mp4"},
+      {"no uri here: user:pass@host", "no uri here: user:pass@host"},
+      {"://weird", "://weird"},
+      {"", ""},
+  };
+  for (const auto& [text, want] : cases) {
+    CAPTURE(text);
+    CHECK(redact_credentials(text) == want);
+  }
+}
+
+TEST_CASE("stream names the app uses for its own files are refused") {
+  for (const char* name : {"index.jsonl", "events.jsonl", "collect.jsonl", "cam.tmp", "x.partial", "INDEX.JSONL"}) {
+    CAPTURE(name);
+    CHECK_THROWS_WITH_AS(parse_input(Config{}, fmt::format(R"({{"name": "{}", "kind": "test"}})", name), "request"),
+                         doctest::Contains("its own files"), ConfigError);
+  }
+  CHECK_NOTHROW(parse_input(Config{}, R"({"name": "index", "kind": "test"})", "request"));
+}
+
+namespace {
+// The message of the ConfigError that validating `yaml` throws ("" if it is valid).
+std::string invalid(const std::string& yaml) {
+  try {
+    Config c = parse_config(yaml, "test.yaml");
+    validate(c);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("regions and models: boxes in pixels or fractions, each region's model by name, every error named") {
+  const std::string models = "models:\n  gate_state: {weights: /m/gate.safetensors, input_size: 64}\n"
+                             "  default: {top_k: 3}\n";
+  Config c = parse_config(models + "inputs:\n"
+                                   "  - name: front\n    kind: test\n    whole: true\n    regions:\n"
+                                   "      - {name: gate, box: [10, 20, 100, 50], model: gate_state, every: 15}\n"
+                                   "      - {name: mat, box: [0.5, 0.5, 0.25, 0.5]}\n"
+                                   "  - {name: back, kind: test}\n");
+  validate(c);
+  REQUIRE(c.inputs[0].regions.size() == 2);
+  const auto& gate = c.inputs[0].regions[0];
+  CHECK(gate.model == "gate_state");
+  CHECK(gate.every == 15);
+  CHECK_FALSE(gate.fractions());
+  CHECK(c.inputs[0].regions[1].fractions());
+  CHECK(c.inputs[0].regions[1].model == "default");
+  CHECK(c.inputs[0].whole);
+  CHECK(c.inputs[1].regions.empty());
+  CHECK(c.model.top_k == 3);  // models.default is model:
+  REQUIRE(c.models.count("gate_state"));
+  CHECK(c.models.at("gate_state").input_size == 64);
+  CHECK(models_in_use(c) == std::vector<std::string>{"default", "gate_state"});
+  // The configuration as the gate model sees it: its section as model:, its keys set as model.KEY.
+  const Config g = for_model(c, "gate_state");
+  CHECK(g.model.input_size == 64);
+  CHECK(g.model.weights == "/m/gate.safetensors");
+  CHECK(g.is_set("model.input_size"));
+  CHECK_FALSE(g.is_set("model.top_k"));  // (model:'s own keys are not this model's)
+  CHECK_THROWS_AS(for_model(c, "nope"), ConfigError);
+  // Pixels and fractions into pixels of a 640x480 picture; a box outside it gives nothing.
+  auto px = region_pixels(gate, 640, 480);
+  REQUIRE(px);
+  CHECK((px->x == 10 && px->y == 20 && px->width == 100 && px->height == 50));
+  px = region_pixels(c.inputs[0].regions[1], 640, 480);
+  REQUIRE(px);
+  CHECK((px->x == 320 && px->y == 240 && px->width == 160 && px->height == 240));
+  CHECK_FALSE(region_pixels(gate, 100, 60));
+  CHECK(region_outside(gate, 100, 60) == "region 'gate': box [10, 20, 100, 50] is not inside the 100x60 picture");
+  // The whole configuration round-trips through its YAML.
+  Config again = parse_config(to_yaml(c));
+  CHECK(again.inputs[0].regions == c.inputs[0].regions);
+  CHECK(again.models.at("gate_state").input_size == 64);
+
+  // Errors name the key.
+  const std::string stream = "input:\n  kind: test\n  regions:\n";
+  CHECK(invalid(stream + "    - {name: gate, box: [0, 0, 10, 10], model: gate_state}\n")
+            .find("input.regions[0].model: 'gate_state' is not a model of models: (known: default)") != std::string::npos);
+  CHECK(invalid(stream + "    - {name: a, box: [0, 0, 10, 10]}\n    - {name: a, box: [5, 5, 10, 10]}\n")
+            .find("input.regions[1].name: 'a' names two regions") != std::string::npos);
+  CHECK(invalid(stream + "    - {name: a, box: [0.5, 0, 0.75, 1]}\n").find("as fractions must lie within the picture") !=
+        std::string::npos);
+  CHECK(invalid("input:\n  kind: test\n  width: 320\n  height: 240\n  regions:\n    - {name: a, box: [300, 0, 40, 10]}\n")
+            .find("input.regions[0].box: region 'a': box [300, 0, 40, 10] is not inside the 320x240 picture") != std::string::npos);
+  CHECK(rejection(stream + "    - {name: a, box: [0, 0, 10]}\n").find("box: expected a list of 4 numbers") != std::string::npos);
+  CHECK(rejection(stream + "    - {name: a, box: [0, 0, 0, 10]}\n").find("width and height must be more than 0") != std::string::npos);
+  CHECK(rejection(stream + "    - {name: a, box: [0, 0, 5, 5], evry: 2}\n").find("unknown key (did you mean every?)") !=
+        std::string::npos);
+  CHECK(rejection(stream + "    - {box: [0, 0, 5, 5]}\n").find("a region needs a name") != std::string::npos);
+  CHECK(rejection(stream + "    - {name: a}\n").find("a region needs a box") != std::string::npos);
+  CHECK(invalid(stream + "    - {name: 'a/b', box: [0, 0, 5, 5]}\n").find("must be 1-64 letters") != std::string::npos);
+  CHECK(rejection("models:\n  gate: {wieghts: x}\n").find("models.gate.wieghts: unknown key (did you mean weights?)") !=
+        std::string::npos);
+  CHECK(rejection("models: [a, b]\n").find("expected a mapping of model names") != std::string::npos);
+  // A rule may watch regions.
+  c = parse_config("events:\n  rules:\n    - {name: open, labels: [open], regions: [gate]}\n");
+  CHECK(c.events.rules.at(0).regions == std::vector<std::string>{"gate"});
+  // A stream of a request body is checked the same way.
+  CHECK_THROWS_WITH_AS(parse_input(Config{}, R"({"name": "x", "kind": "test", "regions": [{"name": "g", "box": [0, 0, 5, 5], "model": "m"}]})", "request"),
+                       doctest::Contains("'m' is not a model of models:"), ConfigError);
 }
 
 TEST_SUITE_END();

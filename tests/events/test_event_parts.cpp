@@ -209,6 +209,50 @@ TEST_CASE("retention deletes the oldest of what it recorded, nothing else, and r
   CHECK(pipeline::Retention(dir, 0, 0).bytes() == 0);
 }
 
+TEST_CASE("retention deletes only its own regular files, inside its folder: never what the index says otherwise") {
+  const auto root = path("retention-safe");
+  fs::remove_all(root);
+  const auto dir = root + "/events", outside = root + "/outside";
+  fs::create_directories(dir + "/cam");
+  fs::create_directories(outside);
+  std::ofstream(outside + "/precious.txt") << "keep me";
+  std::ofstream(dir + "/cam/mine.mp4") << std::string(1000, 'x');
+  std::ofstream(dir + "/cam/foreign.mp4") << "the user's";  // in the folder, never recorded
+  fs::create_symlink(outside + "/precious.txt", dir + "/cam/link.jpg");  // recorded, then made a link by someone
+  fs::create_directories(dir + "/sub");
+  // An index as a damaged or hostile file might have it: absolute paths outside, "..", a link, a number for a path,
+  // a line that is not JSON, a relative entry that is really the app's.
+  std::ofstream(dir + "/index.jsonl") << nlohmann::json{{"path", outside + "/precious.txt"}, {"bytes", 7}, {"created", 0}}.dump() << "\n"
+                                      << nlohmann::json{{"path", "../outside/precious.txt"}, {"bytes", 7}, {"created", 0}}.dump() << "\n"
+                                      << nlohmann::json{{"path", "cam/../../outside/precious.txt"}, {"created", 0}}.dump() << "\n"
+                                      << nlohmann::json{{"path", "cam/link.jpg"}, {"bytes", 7}, {"created", 0}}.dump() << "\n"
+                                      << nlohmann::json{{"path", 5}, {"created", 0}}.dump() << "\n"
+                                      << "{not json\n"
+                                      << nlohmann::json{{"path", "sub"}, {"bytes", 1}, {"created", 0}}.dump() << "\n"
+                                      << nlohmann::json{{"path", "cam/mine.mp4"}, {"bytes", 1000}, {"created", 0}}.dump() << "\n";
+  // A restart reads it without failing; everything is older than a day: only the app's own file goes.
+  pipeline::Retention r(dir, 1, 0);
+  CHECK(r.skipped() == 5);
+  const auto deleted = r.enforce(int64_t(std::time(nullptr)));
+  CHECK(deleted == std::vector<std::string>{dir + "/cam/mine.mp4"});
+  CHECK(slurp(outside + "/precious.txt") == "keep me");
+  CHECK(fs::is_symlink(dir + "/cam/link.jpg"));  // a link is never followed, nor deleted
+  CHECK(fs::exists(dir + "/cam/foreign.mp4"));
+  CHECK(fs::is_directory(dir + "/sub"));
+  // The index is written again with what is left to do: nothing.
+  CHECK(pipeline::Retention(dir, 1, 0).skipped() == 0);
+  CHECK(pipeline::Retention(dir, 1, 0).bytes() == 0);
+  // What it records now is relative to the folder; a file elsewhere is refused; a failed write is an error.
+  std::ofstream(dir + "/cam/next.mp4") << "y";
+  r.add(dir + "/cam/next.mp4");
+  CHECK(slurp(dir + "/index.jsonl").find("\"path\":\"cam/next.mp4\"") != std::string::npos);
+  CHECK_THROWS_AS(r.add(outside + "/precious.txt"), IoError);
+  fs::remove(dir + "/index.jsonl");
+  fs::create_directories(dir + "/index.jsonl");  // (the index cannot be written)
+  CHECK_THROWS_AS(r.add(dir + "/cam/next.mp4"), IoError);
+  fs::remove_all(dir + "/index.jsonl");
+}
+
 TEST_CASE("a clip written to a full disk fails with the disk named, and takes nothing more") {
   gst_init(nullptr, nullptr);
   const auto packets = packets_of(make_video("clip-full-src.mkv", 30, 320, 240, 25, "matroskamux"));

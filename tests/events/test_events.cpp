@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fmt/ranges.h>
 
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -39,6 +40,18 @@ std::string always_rule(const std::string& dir, double max_duration_s = 3600) {
          "min_duration_s: 0.2, cooldown_s: 0.5, max_duration_s: " + std::to_string(max_duration_s) + "}]' ";
 }
 
+// `c` (event_video() in, a rule on class-1) run with the test's classifier, which sees the white picture; it must end ok.
+pipeline::RunSummary run_events(config::Config c) {
+  config::validate(c);
+  auto engine = std::make_unique<FakeClassifier>(2, 4);
+  engine->logits_of = event_logits;
+  pipeline::Runner runner(c, std::move(engine));
+  std::atomic<int> stop{0};
+  auto summary = runner.run(stop);
+  REQUIRE_MESSAGE(summary.code == ExitCode::kOk, fmt::format("{}", fmt::join(summary.problems, "; ")));
+  return summary;
+}
+
 }  // namespace
 
 TEST_CASE("a pattern that appears twice: two events, clips of the source's own packets, snapshots of the peak") {
@@ -54,13 +67,7 @@ TEST_CASE("a pattern that appears twice: two events, clips of the source's own p
                                 "  rules:\n"
                                 "    - {name: seen, labels: [class-1], min_confidence: 0.6, min_duration_s: 0.5, cooldown_s: 1}\n"
                                 "  snapshots: {clean: true, thumbnail_px: 64}\n");
-  config::validate(c);
-  auto engine = std::make_unique<FakeClassifier>(2, 4);
-  engine->logits_of = event_logits;
-  pipeline::Runner runner(c, std::move(engine));
-  std::atomic<int> stop{0};
-  const auto summary = runner.run(stop);
-  REQUIRE_MESSAGE(summary.code == ExitCode::kOk, fmt::format("{}", fmt::join(summary.problems, "; ")));
+  const auto summary = run_events(c);
   CHECK(summary.events.find("2 event(s), 2 clip(s), 2 snapshot(s)") == 0);
 
   const auto by_id = events_by_id(dir + "/events.jsonl");
@@ -149,6 +156,45 @@ TEST_CASE("a pattern that appears twice: two events, clips of the source's own p
   size_t event_lines = 0;
   for (const auto& [id, lines] : by_id) event_lines += lines.size();
   CHECK(rule_lines == int64_t(event_lines));
+}
+
+TEST_CASE("an event never writes over files already there (a stream back under its name within the second, a restart)") {
+  const auto video = event_video();
+  const auto dir = path("events-no-overwrite");
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/stream0");
+  // Files named as this run's events would be (seq 1 and 2, any start second of the next two minutes): the user's, or
+  // an earlier run's.
+  const auto now = std::time(nullptr);
+  std::set<std::string> theirs;
+  for (auto t = now - 2; t < now + 120; ++t) {
+    char stamp[32];
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    for (int seq : {1, 2}) {
+      for (const char* ext : {".jpg", "-thumb.jpg", ".mp4"}) {
+        const auto file = fmt::format("{}/stream0/stream0-seen-{}-{}{}", dir, stamp, seq, ext);
+        std::ofstream(file) << "theirs";
+        theirs.insert(file);
+      }
+    }
+  }
+  auto c = config::parse_config("input: {kind: file, path: '" + video + "'}\noutput: {kind: none}\nsmoothing: {window: 1}\n"
+                                "events:\n  dir: '" + dir + "'\n  pre_s: 1\n  post_s: 1\n  release_s: 0.5\n  rules:\n"
+                                "    - {name: seen, labels: [class-1], min_confidence: 0.6, min_duration_s: 0.5, cooldown_s: 1}\n");
+  (void)run_events(c);
+  const auto by_id = events_by_id(dir + "/events.jsonl");
+  REQUIRE(by_id.size() == 2);
+  for (const auto& [id, lines] : by_id) {
+    CAPTURE(id);
+    const auto& end = lines.back();
+    for (const char* file : {"clip", "snapshot", "thumbnail"}) {
+      CHECK(!theirs.count(end[file].get<std::string>()));  // a name of its own
+      CHECK(slurp(end[file].get<std::string>()) != "theirs");
+    }
+  }
+  for (const auto& file : theirs) CHECK(slurp(file) == "theirs");  // none written over
 }
 
 TEST_CASE("kill -9 while a clip is being written: what was written plays") {

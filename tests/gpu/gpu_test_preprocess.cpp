@@ -179,4 +179,52 @@ TEST_CASE("one batch mixing formats, host and device memory, full and limited ra
   CHECK(a != b);
 }
 
+TEST_CASE("crops (regions) of every format and rotation match the CPU reference, several of one frame in a batch") {
+  const PixelFormat formats[] = {PixelFormat::RGB,  PixelFormat::BGR,  PixelFormat::RGBA, PixelFormat::BGRx,
+                                 PixelFormat::NV12, PixelFormat::I420, PixelFormat::P010, PixelFormat::I420_10};
+  CudaStream stream = make_stream();
+  for (auto format : formats) {
+    for (int rotation : {0, 90, 180, 270}) {
+      CAPTURE(pixel_format_name(format));
+      CAPTURE(rotation);
+      PreprocessParams p;
+      p.size = 64;
+      p.mode = rotation % 180 ? ResizeMode::Letterbox : ResizeMode::Crop;
+      auto frame = random_frame(format, 641, 359, 16);
+      frame.view.rotation = rotation;
+      const int sw = frame.view.shown_width(), sh = frame.view.shown_height();
+      // Four boxes of one frame (odd origins and sizes, one at the far corner) from host memory, and the same
+      // frame from device memory with a fifth box: one batch, one launch per format.
+      const CropBox boxes[] = {{0, 0, 31, 17}, {sw - 101, sh - 77, 101, 77}, {13, 7, 1, 1}, {sw / 3, sh / 5, sw / 2, sh / 2},
+                               {1, 3, sw - 2, sh - 4}};
+      DeviceBuffer<uint8_t> dev(frame.bytes.size());
+      CUDA_CHECK(cudaMemcpy(dev.get(), frame.bytes.data(), dev.bytes(), cudaMemcpyHostToDevice));
+      std::vector<FrameView> views;
+      for (const auto& b : boxes) {
+        views.push_back(frame.view);
+        views.back().crop = b;
+      }
+      for (int i = 0; i < plane_count(format); ++i) views.back().planes[i] = dev.get() + (frame.view.planes[i] - frame.bytes.data());
+      views.back().memory = MemoryKind::Device;
+      const size_t per = size_t(p.size) * p.size * p.channels, n = views.size();
+      GpuPreprocessor pre(p, int(n), stream);
+      DeviceBuffer<__half> out(per * n);
+      CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream));
+      pre.run(views, out.get());
+      std::vector<uint16_t> gpu(per * n), cpu(per * n);
+      CUDA_CHECK(cudaMemcpyAsync(gpu.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      for (size_t i = 0; i < n; ++i) {
+        FrameView host = views[i];
+        host.memory = MemoryKind::Host;
+        for (int k = 0; k < plane_count(format); ++k) host.planes[k] = frame.view.planes[k];
+        preprocess_cpu(host, p, cpu.data() + per * i);
+      }
+      CHECK(compare(gpu, cpu) <= 2.0);
+      // The boxes differ, so must the inputs (the crop is honoured, not ignored).
+      CHECK(!std::equal(gpu.begin(), gpu.begin() + long(per), gpu.begin() + long(per) * 3));
+    }
+  }
+}
+
 TEST_SUITE_END();

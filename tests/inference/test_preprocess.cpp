@@ -243,4 +243,69 @@ TEST_CASE("a frame stored turned is read upright: the same input as the upright 
   CHECK_THROWS_AS(preprocess_cpu(bad, p, got.data()), DataError);
 }
 
+TEST_CASE("a crop is classified as the picture cut by hand: packed and YUV formats, every rotation, every resize mode") {
+  const int w = 37, h = 26;
+  const CropBox box{6, 4, 18, 14};  // even origin and size: a 4:2:0 frame cuts without touching a chroma block's edge
+  for (auto mode : {ResizeMode::Stretch, ResizeMode::Crop, ResizeMode::Letterbox}) {
+    CAPTURE(int(mode));
+    PreprocessParams p;
+    p.size = 16;
+    p.mode = mode;
+    std::vector<uint16_t> expected(size_t(p.size) * p.size * 3), got(expected.size());
+    // RGB: the box cut out of the upright picture, against the box of every stored rotation of it.
+    const auto upright = random_bytes(size_t(w) * h * 3);
+    std::vector<uint8_t> cut;
+    for (int y = box.y; y < box.y + box.height; ++y) {
+      cut.insert(cut.end(), upright.begin() + (long(y) * w + box.x) * 3, upright.begin() + (long(y) * w + box.x + box.width) * 3);
+    }
+    preprocess_cpu(packed_frame_view(PixelFormat::RGB, box.width, box.height, cut.data()), p, expected.data());
+    auto stored = upright;
+    int sw = w, sh = h;
+    for (int quarters = 0; quarters <= 3; ++quarters) {
+      if (quarters) {
+        stored = turned_clockwise(stored, sw, sh, 3);
+        std::swap(sw, sh);
+      }
+      auto view = packed_frame_view(PixelFormat::RGB, sw, sh, stored.data());
+      view.rotation = (360 - 90 * quarters) % 360;
+      view.crop = box;
+      CAPTURE(view.rotation);
+      preprocess_cpu(view, p, got.data());
+      CHECK(got == expected);
+    }
+    // NV12: the planes' rows and columns of the box, against the crop.
+    const auto nv12 = random_bytes(packed_frame_bytes(PixelFormat::NV12, w, h));
+    const auto frame = packed_frame_view(PixelFormat::NV12, w, h, nv12.data());
+    std::vector<uint8_t> nv12_cut;
+    for (int y = box.y; y < box.y + box.height; ++y) {
+      const uint8_t* row = frame.planes[0] + long(y) * frame.strides[0] + box.x;
+      nv12_cut.insert(nv12_cut.end(), row, row + box.width);
+    }
+    for (int y = box.y / 2; y < (box.y + box.height) / 2; ++y) {
+      const uint8_t* row = frame.planes[1] + long(y) * frame.strides[1] + box.x;
+      nv12_cut.insert(nv12_cut.end(), row, row + box.width);
+    }
+    preprocess_cpu(packed_frame_view(PixelFormat::NV12, box.width, box.height, nv12_cut.data()), p, expected.data());
+    auto cropped = frame;
+    cropped.crop = box;
+    preprocess_cpu(cropped, p, got.data());
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("a crop outside the picture as shown is an error naming both") {
+  const auto rgb = random_bytes(size_t(20) * 10 * 3);
+  auto view = packed_frame_view(PixelFormat::RGB, 20, 10, rgb.data());
+  std::vector<uint16_t> out(size_t(8) * 8 * 3);
+  PreprocessParams p;
+  p.size = 8;
+  view.crop = {12, 0, 10, 5};
+  CHECK_THROWS_WITH_AS(preprocess_cpu(view, p, out.data()), doctest::Contains("not inside the 20x10 picture"), DataError);
+  view.rotation = 90;  // shown 10x20: a box 5 wide and 15 high at (2, 4) fits
+  view.crop = {2, 4, 5, 15};
+  CHECK_NOTHROW(preprocess_cpu(view, p, out.data()));
+  view.crop = {-1, 0, 5, 5};
+  CHECK_THROWS_AS(preprocess_cpu(view, p, out.data()), DataError);
+}
+
 TEST_SUITE_END();

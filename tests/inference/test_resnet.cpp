@@ -277,4 +277,14 @@ TEST_CASE("weights with NaN or Inf are rejected at load, naming the tensor") {
   std::filesystem::remove(path);
 }
 
+TEST_CASE("a forward pass stops between two layers once its interrupt flag is set") {
+  CpuEngine engine(build_resnet(SafetensorsFile::open(fixture("basic_narrow.safetensors"))), 1);
+  const auto input = vc::test::random_floats(size_t(2) * 64 * 64 * 3);
+  std::atomic<bool> stop{false};
+  engine.set_interrupt(&stop);
+  CHECK(engine.forward(input, 2, 64, 64).size() == 20);  // (not set: a whole pass)
+  stop = true;
+  CHECK_THROWS_AS((void)engine.forward(input, 2, 64, 64), Interrupted);
+}
+
 TEST_SUITE_END();

@@ -44,7 +44,8 @@ TEST_CASE("a file:// input named again as the output or the results file is refu
 TEST_CASE("an images output into the input images' folder is refused (64); the originals survive") {
   const auto dir = make_images("same-folder", 3);
   const auto before = slurp(dir + "/img0.png");
-  for (const auto& out : {dir + "/", dir + "/%s.png"}) {
+  // Any pattern into that folder (other names, another format: the issue's 'imgs/%s.png' over JPEG inputs) too.
+  for (const auto& out : {dir + "/", dir + "/%s.png", dir + "/%s.jpg", dir + "/%s-labelled.png"}) {
     CAPTURE(out);
     const auto r = run_command(app("--input '" + dir + "/' --output '" + out + "'"));
     CHECK(r.code == 64);

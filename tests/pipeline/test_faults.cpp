@@ -176,6 +176,57 @@ TEST_CASE("a damaged file is never 'ok': frames lost and frames decoded from dam
   CHECK(r.output.find("damaged") == std::string::npos);
 }
 
+TEST_CASE("damage in pictures that carry their stream headers is counted too: the last picture, an all-intra file") {
+  // x264 repeats SPS/PPS in every keyframe, and h264parse flags such a picture HEADER: a keyframe is still a picture.
+  // (Both files gave "ok", 297/300 and 52/60 frames, exit 0, while header-flagged pictures went uncounted.)
+  const auto last = make_video("last-scrambled-src.mp4", 300);
+  auto data = slurp(last);
+  const size_t moov = data.rfind("moov"), stsz = data.find("stsz", moov);
+  REQUIRE(moov != std::string::npos);
+  REQUIRE(stsz != std::string::npos);
+  const auto be32 = [&](size_t at) {
+    return uint32_t(uint8_t(data[at])) << 24 | uint32_t(uint8_t(data[at + 1])) << 16 | uint32_t(uint8_t(data[at + 2])) << 8 |
+           uint32_t(uint8_t(data[at + 3]));
+  };
+  // The last sample (mp4mux writes the samples in order, then moov): all of it but its NAL length prefix.
+  const uint32_t samples = be32(stsz + 12), last_size = be32(stsz + 16 + 4 * (samples - 1));
+  REQUIRE(samples == 300);
+  std::mt19937 rng(11);
+  for (size_t i = moov - 4 - last_size + 4; i < moov - 4; ++i) data[i] = char(rng() & 0xff);
+  const auto last_file = path("last-scrambled.mp4");
+  std::ofstream(last_file, std::ios::binary) << data;
+
+  const auto intra = path("all-intra-src.mp4");
+  const auto made = run_command("gst-launch-1.0 -q videotestsrc num-buffers=60 pattern=ball ! video/x-raw,width=320,"
+                                "height=240,framerate=25/1 ! videoconvert ! video/x-raw,format=I420 ! x264enc "
+                                "key-int-max=1 ! h264parse ! mp4mux ! filesink location='" + intra + "'");
+  REQUIRE_MESSAGE(made.code == 0, made.output);
+  const auto intra_file = damage(intra, "all-intra-scrambled.mp4", false);
+
+  for (const auto& [file, frames] : {std::pair{last_file, 300}, std::pair{intra_file, 60}}) {
+    CAPTURE(file);
+    const auto jsonl = file + ".jsonl";
+    const auto r = run_command(app("--input '" + file + "' --output none --set output.results='" + jsonl + "'"));
+    CHECK_MESSAGE(r.code == 65, r.output);
+    CHECK(r.output.find("the file is damaged") != std::string::npos);
+    std::smatch m;
+    static const std::regex lost(R"((\d+) of the (\d+) frames the decoder was given could not be decoded)");
+    if (std::regex_search(r.output, m, lost)) {
+      // Every picture given to the decoder is counted in (the parser may drop one it cannot read at all), and every
+      // one that did not come out, as lost.
+      CHECK(std::stoi(m[2]) >= frames - 2);
+      CHECK(std::stoi(m[1]) == std::stoi(m[2]) - frame_lines(jsonl));
+    } else {
+      CHECK_MESSAGE(r.output.find("decoded from damaged data") != std::string::npos, r.output);
+    }
+  }
+  // The same files undamaged: nothing lost, nothing said.
+  for (const auto& clean : {last, intra}) {
+    const auto r = run_command(app("--input '" + clean + "' --output none"));
+    CHECK_MESSAGE(r.code == 0, r.output);
+  }
+}
+
 TEST_CASE("corrupt weights (NaN) are refused before anything runs") {
   const auto path_nan = path("nan.safetensors");
   {

@@ -8,11 +8,14 @@
 #include <atomic>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/fake_classifier.hpp"
 #include "pipeline/outputs/output_queue.hpp"
 #include "pipeline/outputs/video_output.hpp"
 #include "pipeline/runner.hpp"
+#include "pipeline/snapshots.hpp"
 #include "pipeline/sources/gst_probe.hpp"
 #include "pipeline/sources/gst_util.hpp"
 #include "pipeline_helpers.hpp"
@@ -96,6 +99,46 @@ TEST_CASE("an RTSP client that cannot keep up: frames are skipped and counted, p
   out->finish();
 }
 
+TEST_CASE("RTSP clients that join late get the frames as they come, over TCP and UDP") {
+  // The app serves a live pattern (15 fps); clients (the app itself) join 1, 5 and 15 s later, over TCP and over UDP,
+  // and each takes 45 frames. A frame stamped with the source's time looked seconds in the future to a client that
+  // joined late: it got 44 frames in 10 s joining after 1 s, 5 after 15 s, and nothing over UDP.
+  const auto port = free_port(23000);
+  const auto dir = path("rtsp-late");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string clients;
+  for (const int delay : {1, 5, 15}) {
+    for (const char* scheme : {"rtspt", "rtspu"}) {  // (rtspsrc: rtspt = TCP only, rtspu = UDP only)
+      const auto name = fmt::format("{}-{}", scheme, delay);
+      clients += fmt::format("(sleep {}; {} --set output.results='{}/{}.jsonl' >'{}/{}.log' 2>&1; echo $? >'{}/{}.rc') & "
+                             "pids=\"$pids $!\"; ",
+                             delay, app(fmt::format("--input {}://127.0.0.1:{}/live --set input.max_frames=45 --output none",
+                                                    scheme, port), 30),
+                             dir, name, dir, name, dir, name);
+    }
+  }
+  const auto r = run_command("(exec " + app_direct("--input test:ball --set input.fps=15 --set input.width=160 --set "
+                                                   "input.height=120 --output rtsp://127.0.0.1:" + port + "/live") +
+                             " >'" + dir + "/server.log' 2>&1) & server=$!; sleep 0.5; " + clients +
+                             "wait $pids; kill -INT $server; wait $server");
+  for (const int delay : {1, 5, 15}) {
+    for (const char* scheme : {"rtspt", "rtspu"}) {
+      const auto name = fmt::format("{}-{}", scheme, delay);
+      CAPTURE(name);
+      CHECK_MESSAGE(slurp(dir + "/" + name + ".rc") == "0\n", slurp(dir + "/" + name + ".log"));
+      // 45 frames over the span their own timestamps cover: at least 90 % of what the server sent meanwhile.
+      std::vector<double> pts;
+      for (const auto& j : read_jsonl(dir + "/" + name + ".jsonl")) {
+        if (j.contains("top")) pts.push_back(j["pts"].get<double>());
+      }
+      REQUIRE(pts.size() == 45);
+      const double sent = (pts.back() - pts.front()) * 15 + 1;
+      CHECK(double(pts.size()) >= 0.9 * sent);
+    }
+  }
+}
+
 TEST_CASE("an output queue shared by streams: a live stream drops only its own oldest frame, a file's never") {
   pipeline::OutputQueue<int> q(2);
   CHECK(q.push(0, false, 100) == 0);  // the file (stream 0)
@@ -174,6 +217,39 @@ TEST_CASE("a file output that cannot keep up holds back only its own stream: a l
   CHECK(summary.streams[0].dropped == 0);
   CHECK(summary.streams[1].frames == 300);
   CHECK(summary.streams[1].dropped == 0);
+}
+
+TEST_CASE("a stream's snapshot is kept at a few widths only, however many a client asks for") {
+  // A grey 320x240 frame, handed over by "the post stage" (a thread) when a request asks for one.
+  std::vector<uint8_t> pixels(320 * 240 * 3, 128);
+  auto frame = std::make_shared<pipeline::Frame>();
+  frame->view.format = inference::PixelFormat::BGR;
+  frame->view.width = 320;
+  frame->view.height = 240;
+  frame->view.planes[0] = pixels.data();
+  frame->view.strides[0] = 320 * 3;
+  pipeline::FrameResult result;
+  result.stream = 0;
+  result.top = {inference::Prediction{0, 0.9f, "class-0"}};
+  pipeline::StreamStats stats;
+  stats.name = "a";
+  pipeline::Snapshots snapshots(1, std::chrono::minutes(1), {config::Overlay{}, 1, "CPU", "test"});
+  std::atomic<bool> done{false};
+  std::thread post([&] {
+    while (!done) {
+      if ((*snapshots.wanted())[0]) snapshots.take(frame, result);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  REQUIRE(snapshots.jpeg(0, stats, 0, std::chrono::seconds(10)).has_value());
+  done = true;
+  post.join();
+  for (int width = 100; width < 300; width += 2) {  // the same picture (made at most once a minute), 100 widths
+    const auto shot = snapshots.jpeg(0, stats, width, std::chrono::milliseconds(0));
+    REQUIRE(shot.has_value());
+    CHECK(shot->jpeg.size() > 100);
+    CHECK(snapshots.widths_kept(0) <= 4);
+  }
 }
 
 TEST_SUITE_END();

@@ -242,7 +242,7 @@ TEST_CASE("the overlay: a marked headline, no duplicate of it, bars in proportio
   content.stream = "cam1";
   content.timestamp = pipeline::format_timestamp(62'345'000'000);
   CHECK(content.timestamp == "00:01:02.345");
-  const auto panel = draw_overlay(image, content, style);
+  const auto panel = draw_overlay(image, content, style).panel;
   REQUIRE(panel.area() > 0);
   CHECK(panel.x + panel.width > 600);   // right edge
   CHECK(panel.y + panel.height > 440);  // bottom edge
@@ -270,15 +270,47 @@ TEST_CASE("the overlay: a marked headline, no duplicate of it, bars in proportio
 
   // On a 320x240 frame the panel stays within about half the frame.
   cv::Mat small(240, 320, CV_8UC3, cv::Scalar(255, 255, 255));
-  const auto p2 = draw_overlay(small, content, style);
+  const auto p2 = draw_overlay(small, content, style).panel;
   CHECK(p2.width <= 320 * 0.5);
   CHECK(p2.height <= 240 * 0.65);
 
   config::Overlay off = style;
   off.enabled = false;
   cv::Mat untouched(100, 100, CV_8UC3, cv::Scalar(1, 2, 3));
-  CHECK(draw_overlay(untouched, content, off).area() == 0);
+  CHECK(draw_overlay(untouched, content, off).panel.area() == 0);
   CHECK(untouched.at<cv::Vec3b>(50, 50) == cv::Vec3b(1, 2, 3));
+}
+
+TEST_CASE("the overlay's text grows with the frame and never falls below a legible size; a small frame shows fewer lines") {
+  OverlayContent content;
+  content.top = {{3, 0.75f, "cat"}, {5, 0.2f, "dog"}, {6, 0.05f, "fox"}};
+  content.headline = "cat";
+  content.headline_score = 0.75f;
+  content.headline_kind = "this frame";
+  content.stable = "dog";
+  content.stable_kind = "over the last ~5 frames";
+  content.fps = 30;
+  content.latency_ms = 12.5;
+  content.stream = "door";
+  content.source = "rtsp://cam/stream";
+  content.timestamp = pipeline::format_timestamp(1'000'000'000);
+  content.engine = "cuDNN";
+  content.model = "resnet50";
+  config::Overlay style;
+  int previous_px = 0;
+  for (const auto& [w, h] : {std::pair{320, 240}, std::pair{640, 480}, std::pair{1280, 720}, std::pair{1920, 1080}}) {
+    CAPTURE(w);
+    cv::Mat image(h, w, CV_8UC3, cv::Scalar(40, 160, 90));
+    const auto drawn = draw_overlay(image, content, style);
+    CHECK(drawn.headline_px >= 13);            // legible on 320x240 (it was about 7: "mush")
+    CHECK(drawn.headline_px >= previous_px);   // and larger with the frame
+    CHECK(drawn.headline_px <= h / 12);        // never a banner
+    CHECK(drawn.panel.width <= w * 0.45 + 1);
+    CHECK(drawn.panel.height <= h * 0.6 + 1);
+    previous_px = drawn.headline_px;
+    if (w == 320) CHECK(drawn.lines < 9);   // fewer lines on the small frame...
+    if (w == 1920) CHECK(drawn.lines == 9); // ...all of them on a large one
+  }
 }
 
 TEST_CASE("the headline is what the eye checks against the list: this frame's top-1, the smoothed label marked stable") {
@@ -298,6 +330,7 @@ TEST_CASE("the headline is what the eye checks against the list: this frame's to
   CHECK(c.headline_score == doctest::Approx(0.877f));
   CHECK(c.headline_kind == "this frame");
   CHECK(c.stable == "Coat");  // shown as what it is, beside, not as the headline
+  CHECK(c.stable_kind == "over the last ~5 frames");  // (not "stable": it lags behind the frame)
   REQUIRE(c.top.size() == 1);
   CHECK(c.top[0].label == "Coat");  // the runners-up: the headline is not repeated
   CHECK(c.timestamp == "00:00:01.000");
@@ -316,7 +349,7 @@ TEST_CASE("the headline is what the eye checks against the list: this frame's to
   style.bar_color = {0, 0, 255};
   style.background_alpha = 1.0;
   c.top = {{1, 0.9f, "Sneaker"}, {2, 0.004f, "Sandal"}};  // a 0.4 % score: no sliver of a bar
-  const auto panel = draw_overlay(image, c, style);
+  const auto panel = draw_overlay(image, c, style).panel;
   int bar_rows = 0;
   for (int y = panel.y; y < panel.y + panel.height; ++y) {
     bool blue = false;

@@ -12,6 +12,7 @@
 
 #include "pipeline/fake_classifier.hpp"
 #include "pipeline/runner.hpp"
+#include "pipeline/stream_table.hpp"
 #include "pipeline_helpers.hpp"
 
 using namespace vc;
@@ -247,6 +248,59 @@ TEST_CASE("a file held back by a slow engine is not a stalled source: its watchd
   s.join();
   CHECK_MESSAGE(!s.failure(), (s.failure() ? s.failure()->message : ""));
   CHECK(n == 30);
+}
+
+TEST_CASE("a name added again lets go of its ended stream everywhere: every stage is told, the slot is reused") {
+  // The table lets go of an ended stream of the name being added (or of the oldest ended one, when full); the other
+  // stages (its output's writer, the last event kept for it) must be told, or each re-add leaks a writer thread.
+  // (The streams are not started: what the table decides depends on their statistics only.)
+  auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{4, false}, {4, false}});
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  const auto stream = [&](int slot, const std::string& name, bool ended) {
+    config::Input in;
+    in.kind = config::InputKind::Test;
+    in.name = name;
+    auto s = std::make_unique<pipeline::Stream>(slot, in, false, pipeline::StreamEnvironment{hub, {}, {}, stop, {}});
+    s->stats().closed = ended;  // (as the post stage marks a stream that has ended)
+    return s;
+  };
+  pipeline::StreamTable table(2);
+  std::vector<std::pair<int, std::string>> told;
+  const auto released = [&](int slot, const std::string& name) { told.emplace_back(slot, name); };
+  const auto row = [](const pipeline::Stream& s) {
+    pipeline::StreamSummary r;
+    r.name = s.stats().name;
+    return r;
+  };
+  const auto done = [](const pipeline::Stream&) { return true; };
+  const auto not_yet = [](const pipeline::Stream&) { return false; };
+
+  REQUIRE(table.claim("a", 0, done, row, released) == 0);
+  table.add(stream(0, "a", false));
+  CHECK_THROWS_AS(table.claim("a", 1, done, row, released), pipeline::RequestError);  // running
+  table.list().back()->stats().closed = true;
+  CHECK_THROWS_AS(table.claim("a", 1, not_yet, row, released), pipeline::RequestError);  // still finishing its outputs
+  CHECK(told.empty());
+  // Done everywhere: let go of, its stages told, its slot reused.
+  CHECK(table.claim("a", 1, done, row, released) == 0);
+  REQUIRE(told.size() == 1);
+  CHECK(told[0] == std::pair<int, std::string>{0, "a"});
+  CHECK(table.gone().rows.size() == 1);
+  CHECK(table.list().empty());
+  // Both slots used, "a" ended: the free slot goes first, then the oldest ended stream makes room, its stages told.
+  table.add(stream(0, "a", true));
+  REQUIRE(table.claim("b", 1, done, row, released) == 1);
+  table.refused(stream(1, "b", false));  // (it could not start)
+  CHECK(table.claim("c", 2, done, row, released) == 1);
+  table.add(stream(1, "c", false));
+  CHECK(told.size() == 1);
+  CHECK(table.claim("d", 2, done, row, released) == 0);
+  REQUIRE(told.size() == 2);
+  CHECK(told[1] == std::pair<int, std::string>{0, "a"});
+  // Nothing has ended: no room.
+  table.add(stream(0, "d", false));
+  CHECK_THROWS_AS(table.claim("e", 2, done, row, released), pipeline::RequestError);
+  CHECK(told.size() == 2);
 }
 
 TEST_SUITE_END();

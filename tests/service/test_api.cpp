@@ -5,9 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
-#include "pipeline_helpers.hpp"
+#include "service/service_helpers.hpp"
 
 using namespace vc;
 using namespace vc::test;
@@ -15,130 +16,6 @@ using json = nlohmann::json;
 
 TEST_SUITE_BEGIN("api");
 
-namespace {
-
-constexpr const char* kToken = "test-token-0123";
-
-struct Reply {
-  int status = 0;
-  std::string body;
-  [[nodiscard]] json parsed() const { return json::parse(body, nullptr, false); }
-};
-
-// The app as a service in the background: started with a config file, waited for (/readyz), stopped with SIGINT.
-class Service {
- public:
-  explicit Service(const std::string& name) : dir_(path("api-" + name)), port_(free_port(43000)) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ + "/media");
-    std::ofstream(dir_ + "/token") << kToken << "\n";
-  }
-  ~Service() {
-    if (running_) (void)stop();
-  }
-  const std::string& dir() const { return dir_; }
-  std::string url(const std::string& p) const { return "http://127.0.0.1:" + port_ + p; }
-
-  // `yaml`: the config's own sections; the api and metrics sections are added.
-  void write_config(const std::string& yaml, const std::string& api_extra = "", bool token = true) const {
-    std::ofstream(dir_ + "/service.yaml") << "api:\n  enabled: true\n" << (token ? "  token_file: token\n" : "")
-                                          << "  allowed_dirs: [media]\n  state_file: state.yaml\n" << api_extra
-                                          << "metrics:\n  port: " << port_ << "\n" << yaml;
-  }
-  void start(const std::string& args = "--set logging.level=info") {
-    const auto r = run_command("(" + app_direct("--config '" + dir_ + "/service.yaml' " + args) + " >>'" + dir_ +
-                               "/app.log' 2>&1; echo $? >'" + dir_ + "/rc') & echo $! >'" + dir_ + "/pid'");
-    REQUIRE(r.code == 0);
-    fs::remove(dir_ + "/rc");
-    running_ = true;
-    // Ready: the engine is built and the configured streams started.
-    for (int i = 0; i < 600 && get("/readyz").status != 200; ++i) {
-      REQUIRE_MESSAGE(!fs::exists(dir_ + "/rc"), log());
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    REQUIRE_MESSAGE(get("/readyz").status == 200, log());
-  }
-  // The app's process id (the subshell's child).
-  std::string pid() const { return "$(pgrep -P $(cat '" + dir_ + "/pid'))"; }
-  void signal(const std::string& sig) const { REQUIRE(run_command("kill -" + sig + " " + pid()).code == 0); }
-  int stop() {
-    running_ = false;
-    (void)run_command("kill -INT " + pid());
-    for (int i = 0; i < 600 && !fs::exists(dir_ + "/rc"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::ifstream in(dir_ + "/rc");
-    int rc = -1;
-    in >> rc;
-    return rc;
-  }
-  std::string log() const {
-    std::ifstream in(dir_ + "/app.log");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
-  Reply request(const std::string& method, const std::string& p, const std::string& body = "", const std::string& token = kToken,
-                const std::string& extra = "") const {
-    const auto body_file = dir_ + "/body.out";
-    std::string cmd = "curl -s -o '" + body_file + "' -w '%{http_code}' -X " + method + " " + extra + " ";
-    if (!token.empty()) cmd += "-H 'Authorization: Bearer " + token + "' ";
-    if (!body.empty()) {
-      std::ofstream(dir_ + "/body.in") << body;
-      cmd += "-H 'Content-Type: application/json' --data-binary @'" + dir_ + "/body.in' ";
-    }
-    const auto r = run_command(cmd + "'" + url(p) + "'");
-    Reply out;
-    out.status = std::atoi(r.output.c_str());
-    std::ifstream in(body_file);
-    out.body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return out;
-  }
-  Reply get(const std::string& p, const std::string& token = "") const { return request("GET", p, "", token); }
-  Reply add(const json& input, const std::string& token = kToken) const {
-    return request("POST", "/api/v1/streams", input.dump(), token);
-  }
-  Reply remove(const std::string& name, const std::string& token = kToken) const {
-    return request("DELETE", "/api/v1/streams/" + name, "", token);
-  }
-  json stream(const std::string& name) const { return get("/api/v1/streams/" + name).parsed(); }
-  int64_t frames(const std::string& name) const {
-    const auto s = stream(name);
-    return s.is_object() && s.contains("frames") ? s["frames"].get<int64_t>() : -1;
-  }
-  // "a,b": the streams the service shows, in order.
-  std::string names() const {
-    std::string out;
-    const auto list = get("/api/v1/streams", kToken).parsed();  // (kept: a range over a temporary's member dangles)
-    for (const auto& s : list["streams"]) {
-      if (!out.empty()) out += ',';
-      out += s["name"].get<std::string>();
-    }
-    return out;
-  }
-  // Waits (up to 60 s) until `stream` has classified more than `than` frames; returns its count.
-  int64_t wait_frames(const std::string& name, int64_t than) const {
-    int64_t n = -1;
-    for (int i = 0; i < 600 && (n = frames(name)) <= than; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return n;
-  }
-  std::string file(const std::string& name) const {
-    std::ifstream in(dir_ + "/" + name);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
- private:
-  std::string dir_, port_;
-  bool running_ = false;
-};
-
-json last_line(const std::string& file) {
-  std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return json::parse(last, nullptr, false);
-}
-
-}  // namespace
 
 TEST_CASE("API: a stream added runs beside the others, one removed is finalized, and the state file keeps them") {
   Service svc("lifecycle");
@@ -299,7 +176,7 @@ TEST_CASE("API: capacity, snapshots, the live view, events, the effective config
   // Streams that cannot start (a camera that is not there) give their slot back: the run never fills up with them.
   CHECK(svc.remove("c").status == 200);
   for (int i = 0; i < 3; ++i) {
-    r = svc.add({{"name", "cam"}, {"kind", "webcam"}, {"device", "/dev/video-none"}});
+    r = svc.add({{"name", "cam"}, {"kind", "webcam"}, {"device", "/dev/video99"}});
     CHECK_MESSAGE(r.status == 422, r.body);
     CHECK(r.parsed()["key"] == "input.device");
   }
@@ -378,6 +255,69 @@ TEST_CASE("API: without a token nothing can be changed, and the page and reads s
   CHECK(r.parsed()["error"].get<std::string>().find("no token") != std::string::npos);
   CHECK(svc.get("/api/v1/status").parsed()["changes_allowed"] == false);
   CHECK(svc.stop() == 0);
+}
+
+TEST_CASE("API: a stream's regions are read and replaced while it runs; results follow at once, bad ones are refused") {
+  Service svc("regions");
+  svc.write_config("inputs:\n  - {name: cam, kind: test, pattern: smpte75, fps: 15, width: 320, height: 240}\n"
+                   "output:\n  results: out/{stream}.jsonl\n");
+  svc.start();
+  svc.wait_frames("cam", 0);
+  auto now = svc.get("/api/v1/streams/cam/regions").parsed();
+  CHECK(now["regions"].empty());
+  CHECK(now["whole"] == true);
+  CHECK(now["width"] == 320);
+
+  // Two regions, the whole picture kept: from the next frames on, each has its results, with no restart.
+  const json regions = {{"regions", {{{"name", "gate"}, {"box", {10, 20, 100, 50}}},
+                                     {{"name", "mat"}, {"box", {0.5, 0.5, 0.25, 0.5}}, {"every", 2}}}},
+                        {"whole", true}};
+  const auto put = svc.request("PUT", "/api/v1/streams/cam/regions", regions.dump());
+  REQUIRE_MESSAGE(put.status == 200, put.body);
+  CHECK(put.parsed()["regions"][1]["pixels"] == json({160, 120, 80, 120}));
+  CHECK(put.parsed()["regions"][0]["model"] == "default");
+  CHECK(svc.stream("cam")["restarts"] == 0);
+  for (int i = 0; i < 300 && svc.stream("cam")["regions"].size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto view = svc.stream("cam");
+  REQUIRE(view["regions"].size() == 2);
+  CHECK(view["regions"][0]["results"].get<int64_t>() > 0);
+  const auto got = svc.get("/api/v1/streams/cam/regions").parsed();
+  CHECK(got["regions"][0]["label"].is_string());
+  CHECK(svc.file("state.yaml").find("gate") != std::string::npos);  // kept for a restart
+
+  // Refused, each naming why, and nothing changed: a box outside the picture, a model the run has not, unknown keys,
+  // no token.
+  const auto outside = svc.request("PUT", "/api/v1/streams/cam/regions",
+                                   R"({"regions": [{"name": "x", "box": [300, 200, 100, 100]}]})");
+  CHECK(outside.status == 422);
+  CHECK(outside.body.find("is not inside the 320x240 picture") != std::string::npos);
+  const auto model = svc.request("PUT", "/api/v1/streams/cam/regions",
+                                 R"({"regions": [{"name": "x", "box": [0, 0, 10, 10], "model": "parcel"}]})");
+  CHECK(model.status == 422);
+  CHECK(model.body.find("'parcel' is not a model of models:") != std::string::npos);
+  CHECK(svc.request("PUT", "/api/v1/streams/cam/regions", R"({"kind": "file"})").status == 422);
+  CHECK(svc.request("PUT", "/api/v1/streams/cam/regions", regions.dump(), "").status == 401);
+  CHECK(svc.request("PUT", "/api/v1/streams/nope/regions", regions.dump()).status == 404);
+  CHECK(svc.get("/api/v1/streams/cam/regions").parsed()["regions"].size() == 2);
+
+  // Taken away: the whole picture alone again.
+  REQUIRE(svc.request("PUT", "/api/v1/streams/cam/regions", R"({"regions": []})").status == 200);
+  svc.wait_frames("cam", svc.frames("cam") + 3);  // (a few frames classified since)
+  CHECK(svc.stop() == 0);
+  std::set<std::string> seen;
+  bool whole_after = false;
+  for (const auto& j : read_jsonl(svc.dir() + "/out/cam.jsonl")) {
+    if (!j.contains("top")) continue;
+    const std::string region = j.value("region", "");
+    if (!region.empty()) {
+      seen.insert(region);
+      CHECK(j["box"].size() == 4);
+      if (region == "mat") CHECK(j["frame"].get<int64_t>() % 2 == 0);
+    }
+    whole_after = region.empty() && !seen.empty();
+  }
+  CHECK(seen == std::set<std::string>{"gate", "mat"});
+  CHECK(whole_after);  // the last lines are the whole picture's again
 }
 
 TEST_SUITE_END();

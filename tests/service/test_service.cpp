@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "pipeline_helpers.hpp"
+#include "service/service_helpers.hpp"
 #include "service/metrics.hpp"
 
 using namespace vc;
@@ -17,45 +17,6 @@ TEST_SUITE_BEGIN("service");
 namespace {
 
 std::string free_port() { return vc::test::free_port(41000); }
-
-// A mosquitto broker on 127.0.0.1 (with persistence, so that a restart keeps a persistent subscriber's session).
-struct Broker {
-  std::string port = free_port();
-  std::string dir = path("broker-" + port);
-  std::string conf() const { return dir + "/mosquitto.conf"; }
-  std::string pid() const { return "$(cat '" + dir + "/broker.pid')"; }
-  Broker() {
-    fs::create_directories(dir);
-    std::ofstream(conf()) << "listener " << port << " 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location "
-                          << dir << "/\nautosave_interval 1\n";
-  }
-  std::string start() const { return "mosquitto -c '" + conf() + "' >>'" + dir + "/broker.log' 2>&1 & echo $! >'" + dir + "/broker.pid'; sleep 0.5"; }
-  // A subscriber with a persistent session (-c, fixed id) that prints every message as "topic payload".
-  std::string subscribe(const std::string& file) const {
-    return "mosquitto_sub -h 127.0.0.1 -p " + port + " -t 'vc/#' -v -q 1 -c -i sub-" + port + " >'" + file + "' 2>&1 & echo $! >'" +
-           dir + "/sub.pid'; sleep 0.5";
-  }
-  std::string stop_subscriber() const { return "kill $(cat '" + dir + "/sub.pid')"; }
-};
-
-struct Message {
-  std::string topic;
-  nlohmann::json payload;
-};
-
-std::vector<Message> read_messages(const std::string& file) {
-  std::vector<Message> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    const auto space = line.find(' ');
-    if (space == std::string::npos) continue;
-    Message m{line.substr(0, space), {}};
-    m.payload = nlohmann::json::parse(line.substr(space + 1), nullptr, false);
-    if (m.payload.is_discarded()) m.payload = line.substr(space + 1);
-    out.push_back(m);
-  }
-  return out;
-}
 
 std::string mqtt_args(const Broker& b) {
   return "--set mqtt.enabled=true --set mqtt.host=127.0.0.1 --set mqtt.port=" + b.port +
@@ -220,9 +181,11 @@ struct IdleRun final : pipeline::RunControl {
   config::Config cfg;
   const config::Config& config() const override { return cfg; }
   std::vector<config::Input> inputs() const override { return {}; }
-  void add_stream(const config::Input&) override { throw pipeline::RequestError(503, "idle"); }
+  void add_stream(const config::Input&, std::shared_ptr<const pipeline::OpenedInput>) override {
+    throw pipeline::RequestError(503, "idle");
+  }
   bool remove_stream(const std::string&, std::chrono::milliseconds) override { throw pipeline::RequestError(404, "idle"); }
-  std::optional<pipeline::Snapshot> snapshot(const std::string&, int, std::chrono::milliseconds) override { return {}; }
+  std::optional<pipeline::Snapshot> snapshot(const std::string&, int, std::chrono::milliseconds, bool) override { return {}; }
   std::vector<pipeline::RecentEvent> recent_events(const std::string&, const std::string&, uint64_t, size_t) const override {
     return {};
   }

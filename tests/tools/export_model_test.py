@@ -45,8 +45,8 @@ def main():
                        capture_output=True, text=True, timeout=300)
     check(r.returncode == 1, f"offline export exit {r.returncode}: {r.stderr}")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    check(len(lines) == 1 and "could not download" in lines[0] and "--random" in lines[0] and "--weights" in lines[0],
-          f"offline export said: {r.stderr}")
+    check(len(lines) == 1 and "could not download" in lines[0] and "--random" in lines[0] and "--weights" in lines[0]
+          and "resnet18-f37072fd.pth" in lines[0] and "checkpoints" in lines[0], f"offline export said: {r.stderr}")
 
     # One's own weights: a DataParallel checkpoint of a 3-class ResNet-18, its labels in a file.
     model = torchvision.models.resnet18(num_classes=3).eval()
@@ -69,7 +69,8 @@ def main():
     r = subprocess.run([str(Path(args.app).resolve()), "--config", str(config), "--set", "input.max_frames=3",
                         "--set", "inference.device=cpu"], capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"the exported config's run: exit {r.returncode}: {r.stderr[-2000:]}")
-    results = [json.loads(line) for line in (work / "models" / "resnet18-results.jsonl").read_text().splitlines()]
+    # (its outputs go into out/ beside models/, not among the models)
+    results = [json.loads(line) for line in (work / "out" / "resnet18-results.jsonl").read_text().splitlines()]
     check(any(x.get("top", [{}])[0].get("label") in ("cat", "dog", "bird") for x in results), "labels not from the file")
 
     # A labels file that does not fit, and a random model the app warns about.

@@ -81,8 +81,22 @@ json bench_preprocess(int loops) {
   GpuPreprocessor pre(p, 1, stream, 1, frame.size());
   const double device_ms = time_gpu(stream, [&] { pre.run(std::span(&dev_view, 1), out.get()); }, 20, loops, 20);
   const double host_ms = time_gpu(stream, [&] { pre.run(std::span(&host_view, 1), out.get()); }, 5, loops, 20);
+  // A batch of 256 from GPU memory: 256 whole frames (64 streams' 4 frames) against 256 crops (64 frames x 4
+  // regions of different sizes and places), one launch each.
+  constexpr int kBatch = 256;
+  std::vector<FrameView> whole(kBatch, dev_view), crops(kBatch, dev_view);
+  for (int i = 0; i < kBatch; ++i) {
+    const int q = i % 4;
+    crops[size_t(i)].crop = {q % 2 ? w / 2 + 37 : 101, q / 2 ? h / 2 + 11 : 63, 640 - 80 * q, 360 - 40 * q};
+  }
+  GpuPreprocessor batch(p, kBatch, stream, 1, 0);
+  DeviceBuffer<__half> batch_out(size_t(kBatch) * 224 * 224 * 3);
+  const double whole_ms = time_gpu(stream, [&] { batch.run(whole, batch_out.get()); }, 5, loops, 20);
+  const double crops_ms = time_gpu(stream, [&] { batch.run(crops, batch_out.get()); }, 5, loops, 20);
   return {{"frame", "1920x1080 NV12"}, {"output", "224x224x3 FP16"}, {"kernel_us", kernel_ms * 1000},
-          {"device_frame_us", device_ms * 1000}, {"host_frame_us", host_ms * 1000}};
+          {"device_frame_us", device_ms * 1000}, {"host_frame_us", host_ms * 1000},
+          {"batch256_whole_us", whole_ms * 1000}, {"batch256_crops_us", crops_ms * 1000},
+          {"crops_vs_whole", crops_ms / whole_ms}};
 }
 
 // The stem alone (ResNet-18's: conv 7x7/2 3 -> 64 + ReLU, max-pool 3x3/2) at size x size, FP16 in and out, as
@@ -309,8 +323,11 @@ int main(int argc, char** argv) {
     if (wanted("preprocess")) {
       results["preprocess"] = bench_preprocess(loops);
       const auto& pp = results["preprocess"];
-      fmt::print("preprocess 1920x1080 NV12 -> 224x224 FP16: kernel {:.1f} us, device frame {:.1f} us, host frame {:.1f} us\n\n",
+      fmt::print("preprocess 1920x1080 NV12 -> 224x224 FP16: kernel {:.1f} us, device frame {:.1f} us, host frame {:.1f} us\n",
                  pp["kernel_us"].get<double>(), pp["device_frame_us"].get<double>(), pp["host_frame_us"].get<double>());
+      fmt::print("preprocess batch of 256 from GPU memory: 256 whole frames {:.1f} us, 256 crops (regions) {:.1f} us "
+                 "({:.2f}x)\n\n", pp["batch256_whole_us"].get<double>(), pp["batch256_crops_us"].get<double>(),
+                 pp["crops_vs_whole"].get<double>());
     }
     if (wanted("stem")) {
       results["stem"] = bench_stem(size, parse_ints(batches), loops);

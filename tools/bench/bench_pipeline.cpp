@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -32,6 +33,7 @@
 #include <gst/gst.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/churn.hpp"
 #include "bench/nvml_sampler.hpp"
 #include "config/config.hpp"
 #include "config/errors.hpp"
@@ -160,6 +162,7 @@ struct Options {
   bool cpu = false;  // the CPU engine (to try the benchmark on a machine without a GPU)
   std::string log_dir;  // the separate processes' logs (stderr), kept for the failures
   std::string events_dir;  // non-empty: the live runs are repeated with event rules, recording here
+  std::string region_model;  // non-empty: the live runs are repeated with 4 regions per stream, 2 on this model
   std::vector<int> gpus;   // inference.gpus (empty: one GPU)
   bool all_gpus = false;
 };
@@ -183,49 +186,6 @@ config::Config base_config(const Options& o) {
   return c;
 }
 
-// What --churn measured: streams added and removed while the others ran, and how long each took.
-struct Churn {
-  int added = 0, removed = 0, failed = 0;
-  std::vector<double> first_frame_ms, remove_ms;  // add -> its first result; remove -> outputs finalized
-};
-
-// Adds a live stream, waits for its first result, lets it run a second, removes it; again until `stop`.
-void churn(vc::pipeline::RunControl& run, const config::Input& like, const std::atomic<int>& stop, Churn& out) {
-  while (!stop && !run.engine().ready) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the N started
-  for (int k = 0; !stop; ++k) {
-    auto in = like;
-    in.name = fmt::format("churn{}", k);
-    const auto t0 = Clock::now();
-    try {
-      run.add_stream(in);
-    } catch (const std::exception& e) {
-      if (stop) break;
-      fmt::print(stderr, "bench_pipeline: adding {}: {}\n", in.name, e.what());
-      ++out.failed;
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      continue;
-    }
-    ++out.added;
-    for (;;) {
-      bool got = false;
-      for (const auto& st : run.streams()) got |= st->name == in.name && st->classified > 0;
-      if (got || stop) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    out.first_frame_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    const auto t1 = Clock::now();
-    try {
-      if (run.remove_stream(in.name, std::chrono::seconds(20))) ++out.removed;
-      else ++out.failed;
-    } catch (const std::exception& e) {  // it ended by itself meanwhile (it failed): counted, said, and on
-      fmt::print(stderr, "bench_pipeline: removing {}: {}\n", in.name, e.what());
-      ++out.failed;
-    }
-    out.remove_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t1).count());
-  }
-}
-
 // Where the limit was: each GPU's NVDEC and SM utilisation over the run, and with several engines what each did.
 void print_utilisation(const json& row) {
   for (const auto& u : row["utilisation"]) {
@@ -247,9 +207,19 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
 
-json run_in_process(const Options& o, int n, bool live, double live_seconds, bool events = false, bool churning = false) {
+json run_in_process(const Options& o, int n, bool live, double live_seconds, bool events = false, bool churning = false,
+                    bool regions = false) {
   auto c = base_config(o);
   if (live) c.input.path = o.live_media;
+  if (regions) {
+    // Four regions per stream, none the whole picture: two by the model, two by a second (smaller) model.
+    c.models["state"].weights = o.region_model;
+    const std::array<std::array<double, 4>, 4> boxes{{{0.05, 0.05, 0.3, 0.3}, {0.6, 0.05, 0.3, 0.3},
+                                                     {0.05, 0.6, 0.3, 0.3}, {0.6, 0.6, 0.3, 0.3}}};
+    for (size_t r = 0; r < boxes.size(); ++r) {
+      c.input.regions.push_back({fmt::format("r{}", r), boxes[r], r < 2 ? "default" : "state", 1});
+    }
+  }
   if (events) {
     // Any label for 0.2 s opens an event that lasts 3 s; 1 s later the next: on every stream, an event every ~4 s,
     // each with a clip from 2 s before to 2 s after it and a snapshot.
@@ -283,7 +253,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   config::validate(c);
   std::atomic<int> stop{0};
   std::thread timer, churner;
-  Churn churned;
+  vc::bench::Churn churned;
   if (live) {
     timer = std::thread([&] {
       const auto until = Clock::now() + std::chrono::duration<double>(live_seconds);
@@ -295,7 +265,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   vc::bench::NvmlSampler utilisation;
   const double cpu0 = cpu_seconds();
   vc::pipeline::Runner runner(c);
-  if (churning) churner = std::thread([&] { churn(runner.control(), c.inputs.front(), stop, churned); });
+  if (churning) churner = std::thread([&] { vc::bench::churn(runner.control(), c.inputs.front(), stop, churned); });
   const auto s = runner.run(stop);
   const double cpu = cpu_seconds() - cpu0;
   const double gpu_mib = gpu.stop_mib();
@@ -319,11 +289,13 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   double last_start = 0, first_start = 1e300, first_end = 1e300;
   std::string decoder;
   int64_t base_dropped = 0;  // the N streams' own (not the added and removed ones')
+  json dropped_by = json::object();  // which of them dropped, how many
   int counted = 0;
   for (const auto& r : s.streams) {
     if (r.name.rfind("churn", 0) == 0) continue;
     ++counted;
     base_dropped += r.dropped + r.output_dropped;
+    if (r.dropped + r.output_dropped > 0) dropped_by[r.name] = r.dropped + r.output_dropped;
     per_stream += r.fps;
     slowest = std::min(slowest, r.fps);
     decoder = r.decoder + (r.gpu_frames ? " (GPU frames)" : "");
@@ -345,7 +317,12 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
           {"dropped", base_dropped},
+          {"dropped_by_stream", dropped_by},
           {"churn", churning ? json{{"added", churned.added}, {"removed", churned.removed}, {"failed", churned.failed},
+                                    {"ended_early", churned.ended_early},
+                                    {"others_dropped_while", {{"adding", churned.drops_adding}, {"running", churned.drops_running},
+                                                              {"removing", churned.drops_removing}}},
+                                    {"engine_batch_max_ms", {{"before", churned.batch_max_ms_before}, {"during", churned.batch_max_ms}}},
                                     {"first_result_p50_ms", percentile(churned.first_frame_ms, 0.5)},
                                     {"first_result_max_ms", percentile(churned.first_frame_ms, 1.0)},
                                     {"remove_p50_ms", percentile(churned.remove_ms, 0.5)},
@@ -440,9 +417,9 @@ int main(int argc, char** argv) {
   cli.add_option("--size", width, "test file width (height = width * 9 / 16)");
   cli.add_option("--dir", dir, "where the test media and model go");
   cli.add_option("--json", json_path, "write results here");
-  bool events = false;
+  bool events = false, regions = false, churning = false;
+  cli.add_flag("--regions", regions, "repeat each live run with 4 regions per stream (2 models), the whole picture not classified");
   cli.add_flag("--events", events, "repeat each live run with an event rule firing on every stream every few seconds");
-  bool churning = false;
   cli.add_flag("--churn", churning, "repeat each live run as a service, a stream added and removed over and over beside them");
   std::string gpus;
   cli.add_option("--gpus", gpus, "inference.gpus for the in-process runs: e.g. 0,1 or all (default: one GPU)");
@@ -457,15 +434,20 @@ int main(int argc, char** argv) {
     o.log_dir = log_dir.empty() ? dir : log_dir;
     if (events) o.events_dir = dir + "/events";
     fs::create_directories(o.log_dir);
-    // The model: random weights of a standard ResNet, with a card (224, crop, ImageNet normalization).
-    o.model = dir + "/" + arch + "-random.safetensors";
-    if (!fs::exists(o.model)) {
+    // The model: random weights of a standard ResNet, with a card (224, crop, ImageNet normalization); the regions'
+    // second model: ResNet-18 with 4 classes, 128x128 stretched (a state classifier).
+    const auto random_model = [&](const std::string& name, int classes, int size, const char* resize) {
+      const auto file = fmt::format("{}/{}-random-{}.safetensors", dir, name, size);
       vc::inference::ModelCard card;
-      card.input_size = 224;
-      card.resize = "crop";
-      vc::inference::write_safetensors(o.model, vc::inference::random_resnet_tensors(vc::inference::named_resnet(arch, 1000), 1),
+      card.input_size = size;
+      card.resize = resize;
+      if (fs::exists(file)) return file;
+      vc::inference::write_safetensors(file, vc::inference::random_resnet_tensors(vc::inference::named_resnet(name, classes), 1),
                                        vc::inference::model_card_metadata(card));
-    }
+      return file;
+    };
+    o.model = random_model(arch, 1000, 224, "crop");
+    if (regions) o.region_model = random_model("resnet18", 4, 128, "stretch");
     // The media: 1080p H.264 High 4:2:0 at 30 fps, 8 Mbit/s (the caps pin 4:2:0: without them x264 may pick 4:4:4).
     const auto make_media = [&](int64_t frames) {
       const auto file = fmt::format("{}/h264-{}x{}-{}.mp4", dir, width, height, frames);
@@ -569,6 +551,16 @@ int main(int argc, char** argv) {
                    rec["cpu_cores"].get<double>(), rec["cpu_cores"].get<double>() - row["cpu_cores"].get<double>());
         row["with_events"] = rec;
       }
+      if (regions) {
+        json rec = run_in_process(o, n, true, live_seconds, false, false, true);
+        fmt::print("       with 4 regions each on 2 models ({} crops per frame period): {:.1f} fps per stream, p99 {:>6.1f} ms "
+                   "({:.2f}x the whole pictures'), {} dropped, CPU {:.1f} cores -> {}\n", 4 * n,
+                   rec["per_stream_fps"].get<double>(), rec["p99_ms"].get<double>(),
+                   rec["p99_ms"].get<double>() / std::max(1e-9, row["p99_ms"].get<double>()), rec["dropped"].get<int64_t>(),
+                   rec["cpu_cores"].get<double>(), rec["dropped"].get<int64_t>() == 0 && rec["ok"].get<bool>() ? "held" : "NOT held");
+        print_utilisation(rec);
+        row["with_regions"] = rec;
+      }
       if (churning) {
         json rec = run_in_process(o, n, true, live_seconds, false, true);
         const auto& ch = rec["churn"];
@@ -578,7 +570,16 @@ int main(int argc, char** argv) {
                    ch["first_result_p50_ms"].get<double>(), ch["first_result_max_ms"].get<double>(),
                    ch["remove_p50_ms"].get<double>(), ch["remove_max_ms"].get<double>(), n, rec["dropped"].get<int64_t>(),
                    rec["p99_ms"].get<double>(), rec["per_stream_fps"].get<double>(),
-                   rec["dropped"].get<int64_t>() == 0 && ch["failed"].get<int>() == 0 ? "none lost" : "FRAMES LOST");
+                   rec["dropped"].get<int64_t>() == 0 && ch["failed"].get<int>() == 0 && ch["ended_early"].empty()
+                       ? "none lost"
+                       : "FRAMES LOST");
+        for (const auto& reason : ch["ended_early"]) fmt::print("       ended by itself: {}\n", reason.get<std::string>());
+        if (!rec["dropped_by_stream"].empty()) fmt::print("       dropped by: {}\n", rec["dropped_by_stream"].dump());
+        fmt::print("       the {}' drops while a stream was being added {}, while it ran {}, while it was removed {}; the "
+                   "engine's slowest batch {:.1f} ms before the churn, {:.1f} ms during it\n", n,
+                   ch["others_dropped_while"]["adding"].get<int64_t>(), ch["others_dropped_while"]["running"].get<int64_t>(),
+                   ch["others_dropped_while"]["removing"].get<int64_t>(), ch["engine_batch_max_ms"]["before"].get<double>(),
+                   ch["engine_batch_max_ms"]["during"].get<double>());
         row["with_churn"] = rec;
       }
       out["live"].push_back(row);

@@ -1,0 +1,200 @@
+#include "pipeline/model_swaps.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/errors.hpp"
+#include "config/logging.hpp"
+
+namespace vc::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kHistory = 10;
+
+std::string now_utc() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
+
+void check_rule_labels(const config::Config& config, const std::string& model, const std::vector<std::string>& before,
+                       const std::vector<std::string>& after) {
+  for (const auto& rule : config.events.rules) {
+    for (const auto& label : rule.labels) {
+      const bool had = std::find(before.begin(), before.end(), label) != before.end();
+      if (had && std::find(after.begin(), after.end(), label) == after.end()) {
+        throw ConfigError(fmt::format("model {}: rule {} watches label '{}', which the new weights do not have (their "
+                                      "labels: {}); the running model goes on",
+                                      model, rule.name, label, fmt::join(after, ", ")));
+      }
+    }
+  }
+}
+
+ModelSwaps::ModelSwaps(const config::Config& config, std::vector<std::string> names, std::vector<ModelInfo> infos)
+    : config_(config), names_(std::move(names)) {
+  const auto started = now_utc();
+  for (size_t m = 0; m < names_.size(); ++m) {
+    Slot slot;
+    slot.info = infos.at(m);
+    slot.current = {slot.info.id, config::for_model(config_, names_[m]).model.weights, started};
+    slots_.push_back(std::move(slot));
+  }
+}
+
+ModelSwaps::~ModelSwaps() = default;
+
+size_t ModelSwaps::find(const std::string& name) const {
+  const auto at = std::find(names_.begin(), names_.end(), name);
+  if (at == names_.end()) {
+    throw RequestError(404, fmt::format("no model is named '{}' in this run (its models: {})", name, fmt::join(names_, ", ")));
+  }
+  return size_t(at - names_.begin());
+}
+
+ModelView ModelSwaps::view(const Slot& slot) const {
+  return {slot.info.name, slot.current, slot.info.labels, slot.history, !slot.previous.empty()};
+}
+
+std::vector<ModelView> ModelSwaps::views() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelView> out;
+  for (const auto& s : slots_) out.push_back(view(s));
+  return out;
+}
+
+std::string ModelSwaps::weights(const std::string& name) const {
+  const auto at = std::find(names_.begin(), names_.end(), name);
+  if (at == names_.end()) return "";
+  std::lock_guard lock(mutex_);
+  return slots_[size_t(at - names_.begin())].current.weights;
+}
+
+std::vector<std::unique_ptr<inference::Classifier>> ModelSwaps::switch_lanes(
+    size_t m, std::vector<std::unique_ptr<inference::Classifier>> engines, const ModelInfo& info,
+    const std::vector<EngineLane*>& lanes, const std::atomic<bool>& stopping) {
+  struct Waiting {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<std::unique_ptr<inference::Classifier>> old;
+    size_t switched = 0;
+  };
+  auto waiting = std::make_shared<Waiting>();
+  waiting->old.resize(lanes.size());
+  for (size_t lane = 0; lane < lanes.size(); ++lane) {
+    lanes[lane]->swap(int(m), std::move(engines[lane]), info, [waiting, lane](std::unique_ptr<inference::Classifier> old) {
+      std::lock_guard lock(waiting->mutex);
+      waiting->old[lane] = std::move(old);
+      ++waiting->switched;
+      waiting->cv.notify_all();
+    });
+  }
+  std::unique_lock lock(waiting->mutex);
+  while (!waiting->cv.wait_for(lock, 100ms, [&] { return waiting->switched == lanes.size(); })) {
+    // A lane that has ended (the run stops) switches no more: what it was given goes with it.
+    if (stopping) throw RequestError(503, "the run is stopping");
+  }
+  return std::move(waiting->old);
+}
+
+ModelView ModelSwaps::deploy(const std::string& name, const std::string& weights, const std::string& read_from,
+                             const std::vector<EngineLane*>& lanes, const std::atomic<bool>& stopping) {
+  const size_t m = find(name);
+  std::unique_lock one(switching_, std::try_to_lock);
+  if (!one.owns_lock()) throw RequestError(409, "a model is being deployed or rolled back: try again when it is done");
+  const auto log = vc::log::get("pipeline");
+  ModelInfo before;
+  {
+    std::lock_guard lock(mutex_);
+    before = slots_[m].info;
+  }
+  const auto id = model_id(name, read_from);
+  if (id == before.id) {
+    log->info("model {}: {} is the running model's weights ({}): nothing to deploy", name, weights, id);
+    std::lock_guard lock(mutex_);
+    return view(slots_[m]);
+  }
+  auto cfg = config::for_model(config_, name);
+  cfg.model.weights = read_from;
+  const auto started = std::chrono::steady_clock::now();
+  log->info("model {}: building {} ({}) beside the running {}", name, weights, id, before.id);
+  std::vector<std::unique_ptr<inference::Classifier>> engines;
+  try {
+    engines = inference::Classifier::create_all(cfg);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("model {}: {}: {} (the running model goes on)", name, weights, e.what()));
+  }
+  if (engines.size() != lanes.size()) {
+    throw InternalError(fmt::format("model {}: {} engines built for {} lanes", name, engines.size(), lanes.size()));
+  }
+  const auto& c = *engines.front();
+  ModelInfo info{name, id, c.labels(), c.num_classes(), c.settings().model.top_k};
+  check_rule_labels(config_, name, before.labels, info.labels);
+  auto old = switch_lanes(m, std::move(engines), info, lanes, stopping);
+  ModelView out;
+  std::vector<std::unique_ptr<inference::Classifier>> dropped;  // the generation before: let go of outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = slots_[m];
+    dropped = std::exchange(slot.previous, std::move(old));
+    slot.previous_info = std::exchange(slot.info, info);
+    slot.history.insert(slot.history.begin(), slot.current);
+    if (slot.history.size() > kHistory) slot.history.resize(kHistory);
+    slot.current = {id, weights, now_utc()};
+    out = view(slot);
+  }
+  log->info("model {}: {} now classifies every stream ({} before; built and switched in {:.2f} s)", name, id, before.id,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return out;
+}
+
+ModelView ModelSwaps::roll_back(const std::string& name, const std::vector<EngineLane*>& lanes,
+                                const std::atomic<bool>& stopping) {
+  const size_t m = find(name);
+  std::unique_lock one(switching_, std::try_to_lock);
+  if (!one.owns_lock()) throw RequestError(409, "a model is being deployed or rolled back: try again when it is done");
+  std::vector<std::unique_ptr<inference::Classifier>> engines;
+  ModelInfo info;
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = slots_[m];
+    if (slot.previous.empty()) {
+      throw RequestError(409, fmt::format("model {} has no earlier weights to roll back to", name));
+    }
+    engines = std::move(slot.previous);
+    slot.previous.clear();
+    info = slot.previous_info;
+  }
+  auto old = switch_lanes(m, std::move(engines), info, lanes, stopping);
+  ModelView out;
+  ModelVersion was;
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = slots_[m];
+    slot.previous = std::move(old);
+    slot.previous_info = std::exchange(slot.info, info);
+    was = slot.current;
+    ModelVersion back = slot.history.front();
+    slot.history.front() = slot.current;  // (the one rolled back from is the one to go back to now)
+    back.deployed = now_utc();
+    slot.current = back;
+    out = view(slot);
+  }
+  vc::log::get("pipeline")->info("model {}: rolled back to {} (from {})", name, out.current.id, was.id);
+  return out;
+}
+
+}  // namespace vc::pipeline
