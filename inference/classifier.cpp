@@ -157,10 +157,13 @@ PreprocessParams preprocess_params(const config::Model& m) {
   return p;
 }
 
+std::string weights_file(const config::Config& cfg) {
+  return cfg.model.weights.empty() ? config::bundled_asset("models/resnet18-fashion-mnist.safetensors") : cfg.model.weights;
+}
+
 LoadedModel load_model(const config::Config& cfg) {
   auto log = vc::log::get("model");
-  const auto weights = cfg.model.weights.empty() ? config::bundled_asset("models/resnet18-fashion-mnist.safetensors")
-                                                 : cfg.model.weights;
+  const auto weights = weights_file(cfg);
   const auto file = SafetensorsFile::open(weights);
   check_finite(file);
   const auto card = read_model_card(file.metadata(), weights);
@@ -181,8 +184,7 @@ LoadedModel load_model(const config::Config& cfg) {
 }
 
 ModelSettings model_settings(const config::Config& cfg) {
-  const auto weights = cfg.model.weights.empty() ? config::bundled_asset("models/resnet18-fashion-mnist.safetensors")
-                                                 : cfg.model.weights;
+  const auto weights = weights_file(cfg);
   const auto file = SafetensorsFile::open(weights);
   auto settings = merge_settings(cfg, read_model_card(file.metadata(), weights), weights, -1);
   if (auto arch = read_model_card(file.metadata(), weights).architecture; arch && cfg.model.architecture == "auto") {

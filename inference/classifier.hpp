@@ -28,6 +28,8 @@ struct ModelSettings {
 // The model settings in force — the configuration merged with the model file's card — without building the
 // network (for `video-classifier config`). Throws as load_model does for an unreadable file.
 ModelSettings model_settings(const config::Config& config);
+// The weights file `config` loads: model.weights, or the bundled model when that is empty.
+std::string weights_file(const config::Config& config);
 
 // What submit() throws once interrupt() has been called: the batch was cut short and has no logits.
 struct Interrupted : std::runtime_error {

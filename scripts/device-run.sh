@@ -30,6 +30,11 @@
 #   sanitizer  compute-sanitizer memcheck and racecheck over the GPU tests
 #   regions    64 live streams whole, then with 4 regions each on 2 models (VC_REGIONS_LIVE); the preprocessing
 #              kernel on a batch of 256 crops against 256 whole frames (not in the default)
+#   swap       model hot swaps over the API under live streams (scripts/swap-check.py): the bundled ResNet-18 to a
+#              ResNet-50 (exported with random weights) and back under VC_SWAP_LIVE (default 64) live 1080p30 H.264
+#              streams, then to a ResNet-18 with other weights and back under 16 test patterns: 0 drops, every frame
+#              classified once, the model ids old -> new -> old, no restart, exit 0; the switch time and the latency
+#              p99 during the swap against the steady p99 (not in the default)
 #   soak       scripts/soak.sh on the GPU engine (VC_SOAK_MINUTES, default 8)
 # VC_BENCH_MODELS / VC_BENCH_BATCHES narrow the engine benchmark; VC_PIPELINE_ARGS adds bench_pipeline options;
 # VC_LIVE_SECONDS (default 30) is how long the events and api stages' live runs last.
@@ -204,6 +209,19 @@ if want regions; then
   bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_REGIONS_LIVE:-64}" \
     --live-seconds "${VC_LIVE_SECONDS:-30}" --regions --json "$out/bench_regions.json" 2>&1 | tee "$out/bench_regions.log" |
     grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want swap; then
+  stage "model hot swap (cuDNN engine): ResNet-18 -> ResNet-50 -> back under ${VC_SWAP_LIVE:-64} live 1080p30 H.264 streams"
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1920,height=1080,framerate=30/1,format=I420 \
+    ! x264enc bitrate=6000 speed-preset=superfast ! video/x-h264,profile=high ! h264parse ! mp4mux \
+    ! filesink location=/tmp/vc-swap-1080.mp4 || status=1
+  PYTHONUNBUFFERED=1 python3 tools/export_model.py resnet50 --random --out /tmp/vc-swap-models >"$out/swap-export.log" 2>&1 ||
+    { echo "export of a ResNet-50 failed (see swap-export.log)"; status=1; }
+  scripts/swap-check.py --app "$(command -v video-classifier)" --streams "${VC_SWAP_LIVE:-64}" --file /tmp/vc-swap-1080.mp4 \
+    --new /tmp/vc-swap-models/resnet50.safetensors --device cuda --json "$out/swap.json" 2>&1 | tee "$out/swap.log" || status=1
+  # (and the same network with other weights, under test patterns: the quick swap a fine-tuned model makes)
+  scripts/swap-check.py --app "$(command -v video-classifier)" --streams 16 --device cuda --json "$out/swap-tuned.json" 2>&1 |
+    tee "$out/swap-tuned.log" || status=1
 fi
 if want gpus; then
   stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"

@@ -52,7 +52,7 @@ RunModels load_models(const config::Config& cfg, std::vector<std::unique_ptr<inf
                                       by_model.front().size()));
     }
     const auto& c = *by_model.back().front();
-    const auto weights = config::for_model(cfg, name).model.weights;
+    const auto weights = inference::weights_file(config::for_model(cfg, name));  // (the bundled model's too)
     std::error_code missing;
     const bool unknown = name == "default" && engines_given && !std::filesystem::is_regular_file(weights, missing);
     run.infos.push_back({name, model_id(name, unknown ? "" : weights), c.labels(), c.num_classes(),
