@@ -218,7 +218,7 @@ if want swap; then
   PYTHONUNBUFFERED=1 python3 tools/export_model.py resnet50 --random --out /tmp/vc-swap-models >"$out/swap-export.log" 2>&1 ||
     { echo "export of a ResNet-50 failed (see swap-export.log)"; status=1; }
   scripts/swap-check.py --app "$(command -v video-classifier)" --streams "${VC_SWAP_LIVE:-64}" --file /tmp/vc-swap-1080.mp4 \
-    --new /tmp/vc-swap-models/resnet50.safetensors --device cuda --json "$out/swap.json" 2>&1 | tee "$out/swap.log" || status=1
+    --new /tmp/vc-swap-models/resnet50.safetensors --device cuda --seconds "${VC_SWAP_SECONDS:-10}" --json "$out/swap.json" 2>&1 | tee "$out/swap.log" || status=1
   # (and the same network with other weights, under test patterns: the quick swap a fine-tuned model makes)
   scripts/swap-check.py --app "$(command -v video-classifier)" --streams 16 --device cuda --json "$out/swap-tuned.json" 2>&1 |
     tee "$out/swap-tuned.log" || status=1

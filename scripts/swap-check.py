@@ -7,8 +7,9 @@ by default the bundled model with a few bytes of its last layer changed: another
 fine-tuned model would be), then a rollback. Checked: no frame dropped, every stream's results have every frame
 once, in order; the model ids run old -> new -> old; no stream restarted; the app exits 0. Measured: the switch time
 (the deploy request to the first and to the last stream's first result of the new model; the results files are read
-every 0.1 s, so within 0.1 s) and the latency p99 of the 5 s before the deploy against that from the deploy request to
-1 s after it answered (the new engine is built meanwhile on the same GPU). Printed as a table; written as JSON.
+every 0.1 s, so within 0.1 s) and the latency p99 of the 5 s before the deploy (steady, with --seconds 10 or more)
+against that from the deploy request to 1 s after it answered (the new engine is built meanwhile on the same GPU).
+Printed as a table; written as JSON.
 
   usage: scripts/swap-check.py --app build/app/video-classifier [--streams 8] [--file clip.mp4] [--new w.safetensors]
                                [--device cuda] [--json out.json]
@@ -109,7 +110,9 @@ def main():
     ap.add_argument("--file", help="a video each stream loops, paced as a camera (default: test patterns)")
     ap.add_argument("--new", help="the weights deployed (default: the bundled model, a few bytes changed)")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seconds", type=float, default=5, help="between the start, the deploy, the rollback and the stop")
+    ap.add_argument("--seconds", type=float, default=5,
+                    help="between the start, the deploy, the rollback and the stop; the steady p99 is that of the last "
+                         "5 s before the deploy (give 10 or more to leave the start out of it)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
