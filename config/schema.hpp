@@ -39,8 +39,9 @@ std::string where(const std::string& origin, const YAML::Node& node, bool has_ma
 [[noreturn]] void reject(const std::string& at, const std::string& path, const std::string& why);
 // "a mapping", "a list", "'text'": what a node is, for error messages.
 std::string describe(const YAML::Node& node);
-// `text` itself, or a configuration error for a control character in it (but tab and newline): nothing the app is
-// configured with needs one, and a value ending in a carriage return would not read back as written.
+// `text` itself, or a configuration error when it is not valid UTF-8 or holds a control character (but tab and
+// newline): nothing the app is configured with needs one, and such text would not read back as written (yaml-cpp
+// writes a value ending in a carriage return plain, and invalid UTF-8 as other characters).
 std::string plain_text(std::string text, const std::string& at, const std::string& path);
 // A mapping key as text; keys that are lists or mappings are a configuration error, not a crash.
 std::string key_text(const YAML::Node& key, const std::string& at, const std::string& parent);

@@ -112,6 +112,12 @@ TEST_CASE("rejections name the file, line, column and key path") {
   CHECK(rejection("events:\n  rules: [{name: r, labels: [\"a\\u0001\"]}]\n").find("U+0001") != std::string::npos);
   CHECK(rejection("inference:\n  algorithms: {\"a\\u007f\": 1}\n").find("U+007F") != std::string::npos);
   CHECK_NOTHROW(config::parse_config("input:\n  device: \"a\\tb\"\n", "test.yaml"));
+  // Text that is not UTF-8 (Latin-1, an overlong form, a lone continuation byte) would not read back either.
+  CHECK(rejection("input:\n  path: caf\xe9.mp4\n") ==
+        "test.yaml:2:9: input.path: the text is not valid UTF-8 (byte 0xE9 at position 4)");
+  CHECK(rejection("input:\n  device: a\xc0\x96\n").find("not valid UTF-8 (byte 0xC0") != std::string::npos);
+  CHECK(rejection("input:\n  device: \x96\n").find("not valid UTF-8") != std::string::npos);
+  CHECK_NOTHROW(config::parse_config("input:\n  path: caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x8e\xa5.mp4\n", "test.yaml"));
 }
 
 TEST_CASE("load_config reads files and reports missing ones as missing input") {
