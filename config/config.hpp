@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vc::config {
@@ -320,6 +321,10 @@ void validate_regions(const Config& config, const Input& input, const std::strin
 // A name that goes into file names, MQTT topics and URLs (streams, rules, regions, models): 1-64 letters, digits,
 // '_', '-' or '.', not only dots.
 bool valid_stream_name(const std::string& name);
+
+// The position of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or npos. (Text that goes into JSON, MQTT and YAML must be UTF-8.)
+size_t invalid_utf8_at(std::string_view text);
 
 // One stream's own checks (what validate() does for each entry of inputs:), its name required. Throws vc::ConfigError.
 void validate_stream(const Input& input, const std::string& key);

@@ -27,44 +27,6 @@ std::string describe(const YAML::Node& node) {
   }
 }
 
-namespace {
-
-// The byte offset of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no
-// surrogates, nothing above U+10FFFF), or npos.
-size_t invalid_utf8_at(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= text.size()) return i;
-      const auto b = static_cast<unsigned char>(text[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += n + 1;
-  }
-  return std::string::npos;
-}
-
-}  // namespace
-
 std::string plain_text(std::string text, const std::string& at, const std::string& path) {
   if (const auto bad = invalid_utf8_at(text); bad != std::string::npos) {
     reject(at, path, fmt::format("the text is not valid UTF-8 (byte 0x{:02X} at position {})",

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/config.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 
@@ -338,24 +339,6 @@ Network random_resnet(const ResNetSpec& spec, uint32_t seed) {
   return build_resnet(SafetensorsFile::from_bytes(serialize_safetensors(random_resnet_tensors(spec, seed)), spec.name()));
 }
 
-namespace {
-
-// Whether `s` is well-formed UTF-8 (labels end up in JSON, MQTT and on screen).
-bool valid_utf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : 4;
-    if (extra == 4 || i + extra >= s.size() + (extra == 0)) return false;  // a bad lead byte, or cut short
-    for (size_t k = 1; k <= extra; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
-}  // namespace
-
 std::vector<std::string> load_labels(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw NoInputError(fmt::format("{}: cannot read labels file", path));
@@ -368,7 +351,7 @@ std::vector<std::string> load_labels(const std::string& path) {
   while (!labels.empty() && labels.back().empty()) labels.pop_back();  // trailing blank lines
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i].empty()) throw DataError(fmt::format("{}:{}: empty label", path, i + 1));
-    if (!valid_utf8(labels[i])) {
+    if (config::invalid_utf8_at(labels[i]) != std::string_view::npos) {
       throw DataError(fmt::format("{}:{}: not UTF-8 text (save the labels file as UTF-8)", path, i + 1));
     }
   }
