@@ -29,6 +29,7 @@
 #include "config/logging.hpp"
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/outputs/appsrc_feed.hpp"
+#include "pipeline/outputs/dataset_folder.hpp"
 #include "pipeline/outputs/frame_image.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/stream.hpp"
@@ -42,68 +43,6 @@ namespace {
 // Frames of a stream this close after a change of split are not kept (they would be near-copies across splits).
 constexpr double kSplitGapS = 0.5;
 
-struct Split {
-  std::string name;
-  double share = 0;
-};
-
-// "train=0.8,val=0.2" -> the splits, shares summing to 1.
-std::vector<Split> parse_splits(const std::string& spec) {
-  std::vector<Split> out;
-  double total = 0;
-  size_t at = 0;
-  while (at <= spec.size()) {
-    const auto comma = std::min(spec.find(',', at), spec.size());
-    const auto part = spec.substr(at, comma - at);
-    const auto eq = part.find('=');
-    Split s;
-    s.name = part.substr(0, eq);
-    try {
-      s.share = eq == std::string::npos ? -1 : std::stod(part.substr(eq + 1));
-    } catch (const std::exception&) {
-      s.share = -1;
-    }
-    if (s.name.empty() || s.share <= 0 || s.name.find_first_of("/\\.") != std::string::npos) {
-      throw UsageError(fmt::format("--split: '{}' is not NAME=SHARE,… (e.g. train=0.8,val=0.2)", spec));
-    }
-    total += s.share;
-    out.push_back(s);
-    at = comma + 1;
-  }
-  for (auto& s : out) s.share /= total;
-  return out;
-}
-
-// Blocks of stream time go to the split that is furthest below its share so far: the shares hold exactly over many
-// blocks, the same blocks always go to the same splits (no randomness), and every split gets its first block early.
-class SplitPlan {
- public:
-  explicit SplitPlan(std::vector<Split> splits) : splits_(std::move(splits)), given_(splits_.size(), 0) {}
-  size_t split_of(int64_t block) {
-    while (int64_t(assigned_.size()) <= block) {
-      const double n = double(assigned_.size()) + 1;
-      size_t best = 0;
-      double deficit = -1e9;
-      for (size_t i = 0; i < splits_.size(); ++i) {
-        const double d = splits_[i].share * n - double(given_[i]);
-        if (d > deficit + 1e-12) {
-          deficit = d;
-          best = i;
-        }
-      }
-      ++given_[best];
-      assigned_.push_back(best);
-    }
-    return assigned_[size_t(block)];
-  }
-  const std::string& name(size_t i) const { return splits_[i].name; }
-
- private:
-  std::vector<Split> splits_;
-  std::vector<int64_t> given_;
-  std::vector<size_t> assigned_;
-};
-
 std::string utc_stamp() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -111,21 +50,6 @@ std::string utc_stamp() {
   char text[32];
   std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &tm);
   return text;
-}
-
-void write_labels(const fs::path& dataset, const std::string& label) {
-  std::set<std::string> labels{label};
-  std::ifstream in(dataset / "labels.txt");
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) labels.insert(line);
-  }
-  const auto tmp = dataset / "labels.txt.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& l : labels) out << l << "\n";
-    if (!out.flush()) throw IoError(fmt::format("{}: cannot write", tmp.string()));
-  }
-  fs::rename(tmp, dataset / "labels.txt");
 }
 
 }  // namespace
@@ -197,21 +121,19 @@ int capture(const CommandLine& cl, std::ostream& out) {
     throw UsageError("capture: give --input: what to take the frames from (a camera /dev/video0, a video file, "
                      "rtsp://…, test:ball), e.g. capture --input /dev/video0 --dataset mine --label mug --fps 5 --to 60");
   }
-  if (c.label.empty() || c.label.find_first_of("/\\") != std::string::npos || c.label == "." || c.label == "..") {
-    throw UsageError(fmt::format("--label: '{}' must be a name (it names a folder)", c.label));
-  }
+  if (const auto why = pipeline::label_problem(c.label); !why.empty()) throw UsageError("--label: " + why);
   if (c.every < 1) throw UsageError("--every: at least 1");
   if (c.fps < 0) throw UsageError("--fps: at least 0 (0: every --every-th frame)");
   if (c.to_s >= 0 && c.to_s <= c.from_s) throw UsageError("--to: after --from");
   const auto region = capture_region(cl);
-  SplitPlan plan(parse_splits(c.split));
+  pipeline::SplitPlan plan(pipeline::parse_splits(c.split));
   const fs::path dataset(c.dataset);
   std::error_code ec;
   fs::create_directories(dataset, ec);
   if (ec) throw CantCreateError(fmt::format("{}: cannot create the dataset folder: {}", c.dataset, ec.message()));
   std::ofstream manifest(dataset / "manifest.jsonl", std::ios::app);
   if (!manifest) throw CantCreateError(fmt::format("{}: cannot write manifest.jsonl", c.dataset));
-  write_labels(dataset, c.label);  // first: a capture stopped midway still leaves a dataset that reads whole
+  pipeline::add_label(dataset, c.label);  // first: a capture stopped midway still leaves a dataset that reads whole
 
   const auto run = utc_stamp();
   std::map<std::string, int64_t> per_split;

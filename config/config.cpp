@@ -22,6 +22,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/errors.hpp"
+#include "config/logging.hpp"
 #include "config/schema.hpp"
 
 namespace vc::config {
@@ -454,13 +455,22 @@ std::string input_yaml(const Input& input, const Input& base) {
 }
 
 void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base,
-                 const std::vector<std::string>& added_over_api) {
+                 const std::vector<std::string>& added_over_api, const std::vector<DeployedModel>& deployed) {
   std::string text = "# The streams of a running video-classifier as changed over its API (api.state_file); written by it.\ninputs:\n";
   for (const auto& in : inputs) text += "  - " + input_yaml(in, base) + "\n";
   if (!added_over_api.empty()) {
     YAML::Emitter names;
     names << YAML::Flow << added_over_api;
     text += std::string("added_over_api: ") + names.c_str() + "\n";
+  }
+  if (!deployed.empty()) {
+    text += "deployed_models:\n";
+    for (const auto& d : deployed) {
+      YAML::Emitter one;
+      one << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << d.name << YAML::Key << "weights"
+          << YAML::Value << d.weights << YAML::Key << "over" << YAML::Value << d.over << YAML::EndMap;
+      text += std::string("  - ") + one.c_str() + "\n";
+    }
   }
   const auto tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -492,8 +502,12 @@ YAML::Node load_streams_file(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: {}", path, e.msg));
   }
-  const bool only_known = root.IsMap() && root["inputs"] && root.size() == (root["added_over_api"] ? 2u : 1u);
-  if (!only_known) throw ConfigError(fmt::format("{}: a streams file holds `inputs:` and nothing else (but `added_over_api:`)", path));
+  const bool only_known = root.IsMap() && root["inputs"] &&
+                          root.size() == 1u + (root["added_over_api"] ? 1u : 0u) + (root["deployed_models"] ? 1u : 0u);
+  if (!only_known) {
+    throw ConfigError(fmt::format("{}: a streams file holds `inputs:` and nothing else (but `added_over_api:` and "
+                                  "`deployed_models:`)", path));
+  }
   return root;
 }
 
@@ -502,8 +516,34 @@ YAML::Node load_streams_file(const std::string& path) {
 void load_inputs(Config& config, const std::string& path) {
   YAML::Node root = load_streams_file(path);
   root.remove("added_over_api");
+  const YAML::Node deployed = root["deployed_models"];
+  root.remove("deployed_models");
   apply_document(config, root, path, "");
   for (size_t i = 0; i < config.inputs.size(); ++i) validate_stream(config.inputs[i], fmt::format("inputs.{}", i));
+  if (!deployed) return;
+  if (!deployed.IsSequence()) throw ConfigError(fmt::format("{}: deployed_models: a list of {{name, weights, over}}", path));
+  for (const auto& d : deployed) {
+    if (!d.IsMap() || !d["name"] || !d["weights"] || !d["over"] || !d["name"].IsScalar() || !d["weights"].IsScalar() ||
+        !d["over"].IsScalar()) {
+      throw ConfigError(fmt::format("{}: deployed_models: each entry is {{name, weights, over}}", path));
+    }
+    const auto name = d["name"].Scalar();
+    Model* model = name == "default" ? &config.model : config.models.count(name) ? &config.models[name] : nullptr;
+    const auto log = vc::log::get("config");
+    if (!model) continue;  // (a model the config no longer has)
+    if (model->weights != d["over"].Scalar()) {
+      log->info("model {}: the config names other weights than when {} was deployed over the API: the config's are used",
+                name, d["weights"].Scalar());
+      continue;
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(d["weights"].Scalar(), ec)) {
+      log->warn("model {}: {} (deployed over the API) is gone: the config's weights are used", name, d["weights"].Scalar());
+      continue;
+    }
+    log->info("model {}: {}, as deployed over the API (api.state_file)", name, d["weights"].Scalar());
+    model->weights = d["weights"].Scalar();
+  }
 }
 
 std::vector<std::string> load_added_over_api(const std::string& path) {

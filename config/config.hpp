@@ -106,6 +106,7 @@ struct Output {
   std::string collect_dir;                // "" = off
   double collect_below = 0.5;             // a frame whose top-1 confidence is below this
   double collect_per_minute = 6;          // at most this many per stream per minute of stream time
+  int collect_max_frames = 2000;          // frames waiting for review at most: beyond, the oldest are dropped (counted)
 };
 
 struct Model {
@@ -233,6 +234,18 @@ struct Events {
   double retain_gib = 0;                  // keep the folder under this size, oldest first; 0 = no limit
 };
 
+// Teaching a model from the page (service/api_datasets.cpp, service/train_job.hpp): where the labelled frames and the
+// trained candidates go — the app's own folders, never an input's.
+struct Teach {
+  std::string datasets_dir = "datasets";  // DIR/MODEL/{train,val}/LABEL/*.jpg, labels.txt, manifest.jsonl
+  std::string models_dir = "models";      // DIR/MODEL/candidate-UTC.safetensors and its card (.json)
+  std::string split = "train=0.8,val=0.2";
+  double block_s = 10;                    // seconds of stream time that go to one split together
+  int epochs = 15;                        // a training job's most epochs (early stopping may end it sooner)
+  std::string python;                     // the tools' Python ("" = $VC_TOOLS_VENV, ~/.cache/…/tools-venv, python3)
+  std::string trainer;                    // tools/train.py ("" = looked up beside the app, as the assets are)
+};
+
 struct Config {
   Input input;                            // the `input:` section: the one stream, or the defaults of `inputs:`
   std::vector<Input> inputs{Input{}};     // the streams (never empty); without `inputs:` it is {input}
@@ -247,6 +260,7 @@ struct Config {
   Metrics metrics;
   Api api;
   Events events;
+  Teach teach;
   // The key paths a file, flag or --set gave (e.g. "model.input_size"), each with where it came from ("config.yaml",
   // "--set", "--input"); a key set on one stream ("inputs.2.fps") is recorded as "input.fps" too.
   std::map<std::string, std::string> explicit_keys;
@@ -341,8 +355,14 @@ std::string input_yaml(const Input& input, const Input& base = Input{});
 // the API (SIGHUP leaves them be). save: written whole or not at all (a temporary file renamed), readable by its
 // owner only (a camera's URI may hold its password). load: replaces config.inputs, each stream checked as in a
 // config file. Throws vc::IoError / vc::ConfigError.
+// `deployed_models:` the weights deployed over the API (PUT /api/v1/models/NAME), each with the weights the config
+// named when it was deployed (`over`): load puts them in the model's place while the config still names `over` (an
+// edited model.weights wins), and only while the file is there (else said, and the config's weights are used).
+struct DeployedModel {
+  std::string name, weights, over;
+};
 void save_inputs(const std::vector<Input>& inputs, const std::string& path, const Input& base = Input{},
-                 const std::vector<std::string>& added_over_api = {});
+                 const std::vector<std::string>& added_over_api = {}, const std::vector<DeployedModel>& deployed = {});
 void load_inputs(Config& config, const std::string& path);
 std::vector<std::string> load_added_over_api(const std::string& path);
 

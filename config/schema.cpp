@@ -447,6 +447,8 @@ std::vector<Field> schema(Config& c) {
              "collect a frame whose top-1 confidence is below this"),
       number("output.collect.max_per_minute", &o.collect_per_minute, 0.01, 6000.0,
              "at most this many collected frames per stream per minute of stream time"),
+      number("output.collect.max_frames", &o.collect_max_frames, 1, 10000000,
+             "frames waiting for review at most: beyond, the oldest are dropped first (counted)"),
 
   };
   for (auto& f : model_fields(m, "model")) fields.push_back(std::move(f));
@@ -555,6 +557,15 @@ std::vector<Field> schema(Config& c) {
              "HTTP connections open at once, every client together (beyond: closed at once)"),
       number("api.max_connections_per_client", &c.api.max_connections_per_client, 1, 65536,
              "HTTP connections open at once from one address (beyond: closed at once)"),
+
+      path("teach.datasets_dir", &c.teach.datasets_dir,
+           "the datasets frames labelled in the page go to: DIR/MODEL/{train,val}/LABEL/*.jpg"),
+      path("teach.models_dir", &c.teach.models_dir, "the models trained from the page: DIR/MODEL/candidate-*.safetensors"),
+      text("teach.split", &c.teach.split, "the splits of a dataset and their shares, by blocks of stream time"),
+      number("teach.block_s", &c.teach.block_s, 0.1, 86400.0, "seconds of stream time that go to one split together"),
+      number("teach.epochs", &c.teach.epochs, 1, 1000, "a training job's most epochs (it stops early when val no longer improves)"),
+      text("teach.python", &c.teach.python, "the tools' Python: a command or an absolute path (default: the environment scripts/tools-env.sh makes)"),
+      path("teach.trainer", &c.teach.trainer, "tools/train.py (default: found beside the app)"),
 
       boolean("metrics.enabled", &c.metrics.enabled, "serve /metrics (Prometheus), /healthz and /readyz over HTTP"),
       text("metrics.address", &c.metrics.address, "address to listen on"),

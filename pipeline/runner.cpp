@@ -282,6 +282,14 @@ class Runner::Impl final : public RunControl {
     return snapshots_->jpeg(found->slot, *found->stats, max_width, found->stats->closed ? 0ms : wait, clean);
   }
 
+  std::optional<Snapshot> crop_snapshot(const std::string& name, const config::PixelBox& box,
+                                        std::chrono::milliseconds wait) override {
+    if (!snapshots_) throw RequestError(404, "snapshots are made for the service's API only (api.enabled)");
+    const auto found = table_.find(name);
+    if (!found) throw RequestError(404, fmt::format("no stream is named '{}'", name));
+    return snapshots_->crop(found->slot, *found->stats, box, found->stats->closed ? 0ms : wait);
+  }
+
   std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type, uint64_t since,
                                          size_t limit) const override {
     return recent_.list(stream, type, since, limit);

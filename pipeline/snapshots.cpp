@@ -93,10 +93,26 @@ std::optional<Snapshot> Snapshots::jpeg(int stream, const StreamStats& stats, in
     it = slot.encoded.emplace(key, encode_jpeg(scaled)).first;
   }
   Snapshot out{it->second, {}, 0, slot.shown.frame};
+  out.pts_s = slot.shown.pts_ns >= 0 ? double(slot.shown.pts_ns) / 1e9 : -1;
   if (!slot.shown.top.empty()) {
     out.label = slot.shown.top.front().label;
     out.score = slot.shown.top.front().score;
   }
+  return out;
+}
+
+std::optional<Snapshot> Snapshots::crop(int stream, const StreamStats& stats, const config::PixelBox& box,
+                                        std::chrono::milliseconds wait) {
+  auto out = jpeg(stream, stats, 0, wait, true);  // (the slot's image made fresh, as a snapshot's is)
+  if (!out) return out;
+  Slot& slot = slots_[size_t(stream)];
+  std::lock_guard making(slot.making);
+  const cv::Rect inside = cv::Rect(box.x, box.y, box.width, box.height) & cv::Rect(0, 0, slot.clean.cols, slot.clean.rows);
+  if (inside.width < 2 || inside.height < 2) return std::nullopt;
+  // (even sides: the encoder takes 4:2:0)
+  out->jpeg = encode_jpeg(slot.clean(cv::Rect(inside.x, inside.y, inside.width & ~1, inside.height & ~1)).clone(), 95);
+  out->frame = slot.shown.frame;
+  out->pts_s = slot.shown.pts_ns >= 0 ? double(slot.shown.pts_ns) / 1e9 : -1;
   return out;
 }
 

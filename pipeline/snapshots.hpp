@@ -41,6 +41,10 @@ class Snapshots {
   // `clean`: the frame without the overlay (a page that prints the label under the picture itself).
   std::optional<Snapshot> jpeg(int stream, const StreamStats& stats, int max_width, std::chrono::milliseconds wait,
                                bool clean = false);
+  // The stream's latest frame without the overlay, cut to `box` (in its pixels; clamped to the picture), as a
+  // training image: full resolution, JPEG quality 95, not kept. Made as jpeg() makes its image.
+  std::optional<Snapshot> crop(int stream, const StreamStats& stats, const config::PixelBox& box,
+                               std::chrono::milliseconds wait);
   // The JPEG sizes kept of the stream's last image (a few: a client asking for every width cannot grow them).
   [[nodiscard]] size_t widths_kept(int stream);
 

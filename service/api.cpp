@@ -41,6 +41,7 @@ constexpr size_t kLiveQueueBytes = 4 << 20;
 
 Api::Api(const config::Api& settings, pipeline::RunControl& run)
     : settings_(settings), run_(run), access_(settings), allowed_dirs_(settings.allowed_dirs) {
+  init_teaching();
   std::error_code ec;
   if (!settings_.state_file.empty() && fs::exists(settings_.state_file, ec)) {
     try {
@@ -80,7 +81,21 @@ void Api::save_state() {
   for (const auto& in : inputs) {
     if (added_over_api_.count(in.name)) added.push_back(in.name);
   }
-  config::save_inputs(inputs, settings_.state_file, run_.config().input, added);
+  // The weights deployed over the API: a restart loads them (while the config names what it named then).
+  std::vector<config::DeployedModel> deployed;
+  for (const auto& m : run_.models()) {
+    std::string configured;
+    try {
+      configured = config::for_model(run_.config(), m.name).model.weights;
+    } catch (const ConfigError&) {
+      continue;
+    }
+    if (m.history.empty() || m.current.weights == configured) continue;
+    std::error_code ec;
+    const auto absolute = fs::absolute(m.current.weights, ec);
+    deployed.push_back({m.name, ec ? m.current.weights : absolute.lexically_normal().string(), configured});
+  }
+  config::save_inputs(inputs, settings_.state_file, run_.config().input, added, deployed);
 }
 
 Response Api::add(const Request& req) {
@@ -333,6 +348,7 @@ void Api::install(http::Router& router) {
     r.header("Cache-Control", "no-store");
     return r;
   });
+  install_teaching(router);
   router.add("POST", "/api/v1/session", Access::Change, Lane::Reads, 0, [this](Request&) { return access_.open_session(); });
   router.add("GET", "/api/v1/status", Access::Read, Lane::Reads, 0, [this](Request&) { return status(); });
   router.add("GET", "/api/v1/streams", Access::Read, Lane::Reads, 0, [this](Request&) {

@@ -12,15 +12,17 @@
 //   GET    /api/v1/config                     the effective configuration (credentials in URIs replaced)
 //   GET    /api/v1/status                     engine, GPU, streams, capacity, whether changes are allowed, models
 //   GET    /api/v1/models                     each model: its weights and id now, its labels, the weights it had
-//   PUT    /api/v1/models/NAME                deploy: {"weights": FILE} (under api.allowed_dirs) built beside the
+//   PUT    /api/v1/models/NAME                deploy: {"weights": FILE} (under api.allowed_dirs or teach.models_dir) built beside the
 //                                             running model, every stream switched to it between two batches
 //   POST   /api/v1/models/NAME/rollback       back to the weights it had before the last deploy
+//   /api/v1/datasets…, /api/v1/models/NAME/train  the review queue, labelling, capture now, training: api_datasets.cpp
 //   POST   /api/v1/session                    a token holder's session cookie: reads for the page's <img> and <video>
 //   GET    /                                  the web page (service/web/index.html, compiled in)
 // Who may do what: api_access.hpp. Files an added stream reads: api_files.hpp. An invalid entry gets 422 with the
 // config's own message and the key at fault. No CORS headers: the page is served from the same origin.
 #pragma once
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -28,10 +30,15 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/config.hpp"
 #include "pipeline/core/control.hpp"
 #include "service/api_access.hpp"
 #include "service/api_files.hpp"
+#include "pipeline/outputs/dataset_folder.hpp"
+#include "service/review_queue.hpp"
+#include "service/train_job.hpp"
 #include "service/http/router.hpp"
 
 namespace vc::service {
@@ -82,11 +89,32 @@ class Api {
   http::Response deploy(const http::Request& req, const std::string& name);
   http::Response roll_back(const http::Request& req, const std::string& name);
   void state_saved(std::string& warning);
+  void kept_for_restart(nlohmann::json& view);
+  // api_datasets.cpp
+  void init_teaching();
+  void install_teaching(http::Router& router);
+  bool has_model(const std::string& name) const;
+  pipeline::DatasetFolder& dataset(const std::string& model);
+  http::Response datasets();
+  http::Response review_items(const http::Request& req);
+  http::Response review_image(const http::Request& req, const std::string& file);
+  http::Response label_items(const http::Request& req);
+  http::Response discard_items(const http::Request& req);
+  http::Response capture_now(const http::Request& req, const std::string& model);
+  http::Response train(const http::Request& req, const std::string& model);
+  http::Response training(const std::string& model);
+  http::Response cancel_training(const http::Request& req, const std::string& model);
 
   config::Api settings_;
   pipeline::RunControl& run_;
   ApiAccess access_;
   AllowedDirs allowed_dirs_;
+  std::unique_ptr<AllowedDirs> model_dirs_;  // where deployed weights may be: api.allowed_dirs and teach.models_dir
+  std::vector<pipeline::Split> splits_;      // teach.split
+  std::unique_ptr<ReviewQueue> review_;
+  std::unique_ptr<TrainJob> training_;
+  std::mutex datasets_mutex_;
+  std::map<std::string, std::unique_ptr<pipeline::DatasetFolder>> datasets_;  // by model, made when first used
   std::mutex change_mutex_;  // one change (and its state file) at a time
   std::set<std::string> added_over_api_;  // (change_mutex_) names SIGHUP leaves alone; kept in the state file
   pipeline::Clock::time_point started_ = pipeline::Clock::now();

@@ -39,9 +39,10 @@ Response Api::deploy(const Request& req, const std::string& name) {
   // (not under change_mutex_: a build takes seconds, and streams may come and go meanwhile; one switch at a time is
   // the pipeline's rule)
   try {
-    const auto opened = allowed_dirs_.open(file);
-    const auto view = model_view(run_.deploy_model(name, file.path, opened));
+    const auto opened = model_dirs_->open(file);  // (api.allowed_dirs and teach.models_dir)
+    auto view = model_view(run_.deploy_model(name, file.path, opened));
     vc::log::get("service")->info("api: model {} deployed by {}: {}", name, req.client, view["id"].get<std::string>());
+    kept_for_restart(view);
     return reply(200, view);
   } catch (const RequestError& e) {
     return error_reply(e.status(), e.what(), e.status() == 403 ? "weights" : "");
@@ -52,14 +53,23 @@ Response Api::deploy(const Request& req, const std::string& name) {
 
 Response Api::roll_back(const Request& req, const std::string& name) {
   try {
-    const auto view = model_view(run_.roll_back_model(name));
+    auto view = model_view(run_.roll_back_model(name));
     vc::log::get("service")->info("api: model {} rolled back by {}: {}", name, req.client, view["id"].get<std::string>());
+    kept_for_restart(view);
     return reply(200, view);
   } catch (const RequestError& e) {
     return error_reply(e.status(), e.what());
   } catch (const Error& e) {
     return error_reply(422, e.what());
   }
+}
+
+// The model now in api.state_file (a restart loads it); a warning in the answer when that failed.
+void Api::kept_for_restart(json& view) {
+  std::lock_guard change(change_mutex_);
+  std::string warning;
+  state_saved(warning);
+  if (!warning.empty()) view["warning"] = warning;
 }
 
 std::vector<std::string> Api::redeploy(const config::Config& fresh) {

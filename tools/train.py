@@ -11,6 +11,11 @@ Training adds what video does to frames: scale and shift, brightness and contras
   python3 tools/train.py --data dataset --out models/mine.safetensors            # ResNet-18 from the bundled model
   python3 tools/train.py --data dataset --arch resnet50 --init none --epochs 30  # from scratch
 CPU or CUDA (AMP on CUDA). Early stopping on validation accuracy; per-class accuracy and a confusion matrix at the end.
+
+As a background job (the service runs it so): --progress FILE appends JSON lines (start, batch, epoch, then done,
+error or cancelled); --compare WEIGHTS scores the model running now on the same validation images; the model and its
+card (MODEL.json: accuracy, per class, confusion, comparison, dataset) appear whole or not at all; SIGTERM or SIGINT
+stops at the next batch, leaves nothing behind and exits 128 + the signal's number.
 """
 import argparse
 import contextlib
@@ -18,8 +23,10 @@ import io
 import json
 import os
 import random
+import signal
 import sys
 import time
+from datetime import datetime, timezone
 
 from requires import require  # noqa: E402
 
@@ -29,8 +36,52 @@ F = torch.nn.functional
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BUNDLED = os.path.join(REPO, "assets", "models", "resnet18-fashion-mnist.safetensors")
 ARCHITECTURES = ("resnet18", "resnet34", "resnet50")
+# What --compare can load: torchvision's ResNets, ResNeXts and Wide-ResNets (the ones tools/export_model.py writes).
+COMPARABLE = ARCHITECTURES + ("resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d",
+                              "wide_resnet50_2", "wide_resnet101_2")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 
+
+class Cancelled(BaseException):
+    """SIGTERM or SIGINT, seen between batches (a BaseException: no `except Exception` swallows it)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Job:
+    """What a service running train.py in the background sees: --progress's JSON lines, each written whole with one
+    write as it happens; a stop at the next batch on SIGTERM/SIGINT; no half-written file (.part) left behind."""
+
+    def __init__(self):
+        self.fd, self.signum, self.parts = None, 0, []
+
+    def emit(self, event, **fields):
+        if self.fd is None:
+            return
+        line = (json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n").encode("utf-8")
+        while line:  # (one write for a regular file; the loop only guards against a short one)
+            line = line[os.write(self.fd, line):]
+
+    def end(self, event, **fields):
+        """The last line: what was half written is gone before anyone reads it."""
+        for part in self.parts:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part)
+        self.parts = []
+        self.emit(event, **fields)
+
+    def on_signal(self, signum, frame):
+        # Only a flag: DataLoader workers (forked, with this handler) carry on until the main process shuts them down.
+        self.signum = self.signum or signum
+
+    def check(self):
+        if self.signum:
+            raise Cancelled(self.signum)
+
+
+JOB = Job()
 
 
 def mixed_precision(device):
@@ -38,6 +89,7 @@ def mixed_precision(device):
     return torch.autocast("cuda", dtype=torch.float16) if device.type == "cuda" else contextlib.nullcontext()
 
 def fail(message, code=1):
+    JOB.end("error", message=message)
     sys.stderr.write(f"train.py: {message}\n")
     sys.exit(code)
 
@@ -157,6 +209,7 @@ def evaluate(model, loader, device, classes):
     confusion = np.zeros((classes, classes), dtype=np.int64)
     with torch.no_grad(), mixed_precision(device):
         for x, y in loader:
+            JOB.check()
             predicted = model(x.to(device)).argmax(1).cpu()
             for t, p in zip(y.tolist(), predicted.tolist()):
                 confusion[t, p] += 1
@@ -172,11 +225,83 @@ def write_predictions(model, state, dataset, device, labels, path):
     predicted = []
     with torch.no_grad():
         for x, _ in loader:
+            JOB.check()
             predicted += model(x.to(device)).argmax(1).cpu().tolist()
     with open(path, "w", encoding="utf-8") as f:
         for (image, _), p in zip(dataset.items, predicted):
             f.write(json.dumps({"image": os.path.abspath(image), "label": labels[p]}, ensure_ascii=False) + "\n")
     print(f"wrote {path}: the top-1 of {len(predicted)} validation images")
+
+
+def per_class(labels, correct, counts):
+    """{label: {accuracy (None without images), n}} of the validation images."""
+    return {label: {"accuracy": round(float(c) / int(n), 4) if n else None, "n": int(n)}
+            for label, c, n in zip(labels, correct, counts)}
+
+
+def infer_architecture(tensors):
+    """A ResNet's depth from torchvision's tensor names: blocks per stage, and a conv3 in a block means bottleneck."""
+    blocks = tuple(len({k.split(".")[1] for k in tensors if k.startswith(f"layer{i}.")}) for i in range(1, 5))
+    bottleneck = "layer1.0.conv3.weight" in tensors
+    known = {(False, (2, 2, 2, 2)): "resnet18", (False, (3, 4, 6, 3)): "resnet34", (True, (3, 4, 6, 3)): "resnet50",
+             (True, (3, 4, 23, 3)): "resnet101", (True, (3, 8, 36, 3)): "resnet152"}
+    if (bottleneck, blocks) not in known:
+        raise ValueError(f"its card names no architecture and its tensors are no ResNet-18/34/50/101/152 "
+                         f"(blocks per stage {blocks})")
+    return known[(bottleneck, blocks)]
+
+
+def compare_with(path, val_root, labels, device, workers):
+    """The model the service runs now, scored on the same validation images, each prepared as ITS card says; its
+    classes matched to ours by name (an image whose label it lacks counts as wrong). Never fails the training: what
+    went wrong is the result's "error"."""
+    path = os.path.abspath(path)
+    try:
+        if not os.path.isfile(path):
+            raise ValueError("no such file")
+        card, tensors = read_card(path)
+        theirs = json.loads(card.get("labels", "null"))
+        if not isinstance(theirs, list) or not theirs:
+            raise ValueError("its card has no labels (a JSON list)")
+        arch = card.get("architecture")
+        arch = arch if arch in COMPARABLE else infer_architecture(tensors)
+        classes = tensors["fc.weight"].shape[0] if "fc.weight" in tensors else None
+        if classes != len(theirs):
+            raise ValueError(f"its card has {len(theirs)} labels for a model of {classes} classes")
+        model = getattr(torchvision.models, arch)(weights=None, num_classes=classes)
+        missing, unexpected = model.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
+        missing = [k for k in missing if not k.endswith("num_batches_tracked")]
+        if missing or unexpected:
+            raise ValueError(f"its tensors do not fit {arch}: {len(missing)} missing, {len(unexpected)} unexpected")
+        size, resize = int(card.get("input_size", 224)), card.get("resize", "crop")
+        crop_ratio = float(card.get("crop_ratio", 0.875))
+        mean = json.loads(card.get("mean", "[0.485, 0.456, 0.406]"))
+        std = json.loads(card.get("std", "[0.229, 0.224, 0.225]"))
+
+        def prep(rgb):
+            return prepare(rgb, size, resize, crop_ratio, mean, std)
+
+        dataset = Folder(val_root, labels, prep, train=False)
+        ours = [labels.index(label) if label in labels else -1 for label in theirs]
+        correct, counts = [0] * len(labels), [0] * len(labels)
+        model = model.to(device).eval()
+        loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=workers)
+        with torch.no_grad(), mixed_precision(device):
+            for x, y in loader:
+                JOB.check()
+                for t, p in zip(y.tolist(), model(x.to(device)).argmax(1).cpu().tolist()):
+                    counts[t] += 1
+                    correct[t] += ours[p] == t
+        return {"weights": path, "val_accuracy": round(sum(correct) / max(sum(counts), 1), 4),
+                "per_class": per_class(labels, correct, counts),
+                "missing_labels": [label for label in labels if label not in theirs]}
+    except Exception as e:  # noqa: BLE001 (whatever it is, the comparison says it and training goes on)
+        return {"weights": path, "error": f"{e}" or type(e).__name__}
+
+
+def card_path(out):
+    """MODEL.safetensors -> MODEL.json (anything else: OUT.json)."""
+    return (out[:-len(".safetensors")] if out.endswith(".safetensors") else out) + ".json"
 
 
 def progress(epoch, epochs, done, total, loss, started, tty):
@@ -214,7 +339,23 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--predictions", help="write each validation image's top-1 by the written weights here (JSON "
                         "lines: image, label), to compare with the app's on the same images")
+    parser.add_argument("--progress", help="append progress here as JSON lines (start, batch, epoch, done, error, "
+                        "cancelled), for a service running this as a job")
+    parser.add_argument("--compare", metavar="WEIGHTS", help="also score this model (the one running now) on the same "
+                        "validation images, its classes matched by name; the result goes into the card")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads on the CPU")
     args = parser.parse_args()
+
+    run_started = time.time()
+    if args.progress:
+        try:
+            JOB.fd = os.open(args.progress, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as e:
+            fail(f"--progress {args.progress}: {e.strerror}", 73)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, JOB.on_signal)
+    if args.threads < 1:
+        fail(f"--threads {args.threads}: at least 1", 64)
 
     torch.manual_seed(args.seed)
     random.seed(args.seed)
@@ -249,7 +390,7 @@ def main():
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     if device.type == "cpu":
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(args.threads)
     model = model.to(device)
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                                                drop_last=len(train_set) > args.batch)
@@ -262,12 +403,22 @@ def main():
               else torch.cuda.amp.GradScaler(enabled=device.type == "cuda"))
     print(f"train.py: {args.arch} ({init_note}) on {device.type}; {len(labels)} classes, {len(train_set)} training and "
           f"{len(val_set)} validation images; input {size}x{size} ({resize}), batch {args.batch}, up to {args.epochs} epochs")
+    JOB.emit("start", arch=args.arch, device=device.type, classes=len(labels), labels=labels, train=len(train_set),
+             val=len(val_set), epochs=args.epochs)
     tty = sys.stderr.isatty()
+    per_epoch = len(train_loader) * args.batch if train_loader.drop_last else len(train_set)
+    training_started, trained, reported = time.time(), 0, 0.0
+
+    def eta():
+        """Seconds left for every epoch to come, at the time per image so far (validation included)."""
+        return round((time.time() - training_started) / max(trained, 1) * (args.epochs * per_epoch - trained))
+
     best, best_state, best_epoch, stale = -1.0, None, 0, 0
     for epoch in range(1, args.epochs + 1):
         model.train()
         started, done, total_loss = time.time(), 0, 0.0
         for x, y in train_loader:
+            JOB.check()
             x, y = x.to(device), y.to(device)
             with mixed_precision(device):
                 loss = F.cross_entropy(model(x), y, label_smoothing=0.05)
@@ -279,11 +430,19 @@ def main():
             done += len(y)
             total_loss += loss.item() * len(y)
             progress(epoch, args.epochs, done, len(train_set), total_loss / done, started, tty)
+            trained += len(y)
+            if time.time() - reported >= 1.0 or done >= per_epoch:  # (the last batch: one line every epoch)
+                reported = time.time()
+                JOB.emit("batch", epoch=epoch, epochs=args.epochs, done=done, total=per_epoch,
+                         loss=round(total_loss / done, 4), eta_s=eta())
         accuracy, _ = evaluate(model, val_loader, device, len(labels))
         if tty:
             sys.stderr.write("\n")
         print(f"  epoch {epoch}: loss {total_loss / max(done, 1):.4f}, val accuracy {100 * accuracy:.2f}%, "
               f"{time.time() - started:.1f} s", flush=True)
+        JOB.emit("epoch", epoch=epoch, epochs=args.epochs, loss=round(total_loss / max(done, 1), 4),
+                 val_accuracy=round(float(accuracy), 4), seconds=round(time.time() - started, 2), eta_s=eta())
+        epochs_run = epoch
         if accuracy > best:
             best, best_epoch, stale = accuracy, epoch, 0
             best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
@@ -302,6 +461,16 @@ def main():
     print("confusion matrix (rows: truth, columns: predicted, in the order above):")
     for i, label in enumerate(labels):
         print(f"  {label[:20]:<20}" + "".join(f" {v:4d}" for v in confusion[i]))
+    compare = None
+    if args.compare:
+        compare = compare_with(args.compare, os.path.join(args.data, "val"), labels, device, args.workers)
+        if "error" in compare:
+            print(f"compare: {args.compare}: not evaluated: {compare['error']}")
+        else:
+            lacks = f"; labels it lacks (counted wrong): {', '.join(compare['missing_labels'])}" \
+                if compare["missing_labels"] else ""
+            print(f"compare: {args.compare}: val accuracy {100 * compare['val_accuracy']:.2f}% on the same "
+                  f"{len(val_set)} images (this model: {100 * accuracy:.2f}%){lacks}")
 
     # The first and last layers stay FP32 (as the app runs them), the rest FP16: half the file.
     state = {}
@@ -316,15 +485,45 @@ def main():
             "dataset": json.dumps({"path": os.path.abspath(args.data), "train": dict(zip(labels, counts)),
                                    "val": dict(zip(labels, val_counts))}, ensure_ascii=False),
             "val_accuracy": f"{accuracy:.4f}"}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    safetensors_torch.save_file(state, args.out, metadata=meta)
+    # Whole or not at all: both files as .part, then the card, then the model (whoever sees the model sees its card).
+    out = os.path.abspath(args.out)
+    card_file = card_path(out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    JOB.parts = [out + ".part", card_file + ".part"]
+    safetensors_torch.save_file(state, out + ".part", metadata=meta)
     if args.predictions:
         write_predictions(model, state, val_set, device, labels, args.predictions)
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(args.out, 0o666 & ~umask)
-    print(f"wrote {args.out} ({os.path.getsize(args.out) / 1e6:.1f} MB): video-classifier --model {args.out} --input …")
+    os.chmod(out + ".part", 0o666 & ~umask)
+    scores = {"per_class": per_class(labels, np.diag(confusion), confusion.sum(1)), "confusion": confusion.tolist(),
+              "compare": compare}
+    card = {"file": os.path.basename(out), "architecture": args.arch, "labels": labels, "input_size": size,
+            "resize": resize, "val_accuracy": round(float(accuracy), 4), "best_epoch": best_epoch, **scores,
+            "dataset": {"path": os.path.abspath(args.data), "train": dict(zip(labels, counts)),
+                        "val": dict(zip(labels, val_counts))},
+            "epochs_run": epochs_run, "seconds": round(time.time() - run_started, 1),
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    with open(card_file + ".part", "w", encoding="utf-8") as f:
+        f.write(json.dumps(card, ensure_ascii=False) + "\n")
+    JOB.check()
+    os.replace(card_file + ".part", card_file)
+    JOB.parts = [out + ".part", card_file]  # (a model that cannot be moved into place takes its card with it)
+    os.replace(out + ".part", out)
+    JOB.parts = []
+    print(f"wrote {args.out} ({os.path.getsize(out) / 1e6:.1f} MB): video-classifier --model {args.out} --input …")
+    JOB.emit("done", out=out, card=card_file, val_accuracy=card["val_accuracy"], best_epoch=best_epoch, labels=labels,
+             **scores)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Cancelled as stop:
+        JOB.end("cancelled")
+        after_bar = "\n" if sys.stderr.isatty() else ""
+        sys.stderr.write(f"{after_bar}train.py: stopped by {signal.Signals(stop.signum).name}; nothing written\n")
+        sys.exit(128 + stop.signum)
+    except Exception as e:
+        JOB.end("error", message=f"{type(e).__name__}: {e}")
+        raise

@@ -26,7 +26,7 @@ class CudaClassifier final : public Classifier {
   CudaClassifier(LoadedModel model, const config::Config& config)
       : network_(std::move(model.network)),
         engine_(network_, model.settings.model.input_size, model.settings.model.input_size, options(config)),
-        prep_stream_(make_stream()),
+        prep_stream_(make_stream(StreamPriority::kLive)),
         preprocessor_(with_channels(inference::preprocess_params(model.settings.model), engine_.input_channels()), engine_.batch(),
                       prep_stream_, kSlots, size_t(1920) * 1080 * 3 / 2) {
     device_ = config.inference.gpu_id;

@@ -86,9 +86,15 @@ using FilterDesc = UniqueHandle<cudnnFilterDescriptor_t, cudnnDestroyFilterDescr
 using ConvDesc = UniqueHandle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
 using ActivationDesc = UniqueHandle<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
 
-inline CudaStream make_stream() {
+// Stream priorities: live batches run on `kLive` streams, an engine being built (its autotuning: a model swapped in
+// while others classify) on `kBuild` ones, so that the SMs hand their next blocks to the live work first.
+enum class StreamPriority { kBuild, kLive };
+inline CudaStream make_stream(StreamPriority priority = StreamPriority::kBuild) {
+  int least = 0, greatest = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   cudaStream_t s;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
+                                          priority == StreamPriority::kLive ? greatest : least));
   return CudaStream(s);
 }
 // cudaEventDefault times; cudaEventDisableTiming for events that only order streams.

@@ -35,6 +35,7 @@ struct Snapshot {
   std::string label;  // the frame's top-1, as its overlay's headline
   float score = 0;
   int64_t frame = -1;
+  double pts_s = -1;  // its stream time (s); -1 when it has none
 };
 
 // One of the run's latest events (pipeline/recent_events.hpp).
@@ -108,6 +109,12 @@ class RunControl {
   // `clean`: without the overlay.
   virtual std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait,
                                            bool clean) = 0;
+  // The stream's latest frame without the overlay, cut to `box` (its pixels), as a training image (full resolution).
+  // Empty when it has had none (or the box is outside it). Throws RequestError 404 for an unknown name.
+  virtual std::optional<Snapshot> crop_snapshot(const std::string& name, const config::PixelBox& /*box*/,
+                                                std::chrono::milliseconds /*wait*/) {
+    throw RequestError(404, "no stream is named '" + name + "'");
+  }
   // The latest events (recent_events.hpp).
   [[nodiscard]] virtual std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type,
                                                                uint64_t since, size_t limit) const = 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -36,14 +37,60 @@ std::string folder_name(const std::string& label) {
 }  // namespace
 
 Collector::Collector(const config::Output& s, size_t capacity)
-    : dir_(s.collect_dir), below_(s.collect_below), per_minute_(s.collect_per_minute), capacity_(capacity) {
+    : dir_(s.collect_dir), below_(s.collect_below), per_minute_(s.collect_per_minute),
+      max_frames_(size_t(std::max(1, s.collect_max_frames))), capacity_(capacity) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw CantCreateError(fmt::format("output.collect.dir: cannot create {}: {}", dir_, ec.message()));
-  const auto index = (fs::path(dir_) / "collect.jsonl").string();
-  fd_ = ::open(index.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw CantCreateError(fmt::format("output.collect.dir: cannot write {}: {}", index, std::strerror(errno)));
+  load_index();
+  compact();  // (the lines of frames reviewed or dropped since are left out: the index stays the size of the queue)
   thread_ = std::thread([this] { work(); });
+}
+
+// The frames still waiting (their files there), oldest first, and the count of those dropped for room so far.
+void Collector::load_index() {
+  std::ifstream in(fs::path(dir_) / "collect.jsonl");
+  for (std::string text; std::getline(in, text);) {
+    const auto line = nlohmann::json::parse(text, nullptr, false);
+    if (!line.is_object()) continue;  // (a line cut short by a crash)
+    if (const auto n = line.find("dropped_for_room"); n != line.end() && n->is_number_integer()) {
+      evicted_ += n->get<int64_t>();
+      continue;
+    }
+    const auto file = line.find("file");
+    std::error_code ec;
+    if (file == line.end() || !file->is_string() || !fs::is_regular_file(fs::path(dir_) / file->get<std::string>(), ec)) {
+      continue;
+    }
+    kept_.push_back({file->get<std::string>(), text});
+  }
+}
+
+// collect.jsonl rewritten from the frames still waiting (atomically: a reader sees the old index or the new one).
+void Collector::compact() {
+  const auto index = fs::path(dir_) / "collect.jsonl";
+  const auto tmp = fs::path(dir_) / "collect.jsonl.tmp";
+  std::erase_if(kept_, [&](const Kept& k) {
+    std::error_code ec;
+    return !fs::is_regular_file(fs::path(dir_) / k.file, ec);
+  });
+  std::string text;
+  if (evicted_ > 0) text += nlohmann::json{{"dropped_for_room", evicted_.load()}}.dump() + "\n";
+  for (const auto& k : kept_) text += k.line + "\n";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CantCreateError(fmt::format("output.collect.dir: cannot write {}: {}", tmp.string(), std::strerror(errno)));
+  const bool whole = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  ::close(fd);
+  std::error_code ec;
+  if (whole) fs::rename(tmp, index, ec);
+  if (!whole || ec) {
+    fs::remove(tmp, ec);
+    throw IoError(fmt::format("output.collect.dir: cannot write {}", index.string()));
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = ::open(index.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw CantCreateError(fmt::format("output.collect.dir: cannot write {}: {}", index.string(), std::strerror(errno)));
+  appended_ = 0;
 }
 
 Collector::~Collector() {
@@ -82,6 +129,10 @@ void Collector::finish() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  if (evicted_ > 0) {
+    vc::log::get("collect")->info("output.collect: {} frame(s) waiting for review dropped so far to keep at most {} "
+                                  "(output.collect.max_frames), the oldest first", evicted_.load(), max_frames_);
+  }
   if (const auto lost = failures_.load() + dropped_.load()) {
     vc::log::get("collect")->error("output.collect: {} frame(s) could not be kept ({} write failures, {} dropped while "
                                    "the disk was behind)", lost, failures_.load(), dropped_.load());
@@ -117,7 +168,10 @@ void Collector::write(const Job& job) {
   if (ec) throw IoError(fmt::format("cannot create {}: {}", folder.string(), ec.message()));
   const auto name = fmt::format("{}{}-{:06d}-{:02d}.jpg", r.stream_name, r.region.empty() ? "" : "-" + r.region, r.frame,
                                 int(std::floor(top.score * 100)));
-  const auto file = folder / name;
+  auto file = folder / name;
+  for (int n = 2; fs::exists(file, ec); ++n) {  // (a restarted run numbers its frames from 0 again: never overwritten)
+    file = folder / fmt::format("{}-{}.jpg", name.substr(0, name.size() - 4), n);
+  }
   const auto part = file.string() + ".part";
   const Frame host = in_host_memory(*job.frame);
   cv::Mat picture = to_bgr(host.view);
@@ -136,15 +190,34 @@ void Collector::write(const Job& job) {
                                    {"pts", r.pts_ns >= 0 ? nlohmann::json(double(r.pts_ns) / 1e9) : nlohmann::json()},
                                    {"label", top.label},
                                    {"score", std::round(top.score * 1e6) / 1e6},
-                                   {"top", top_k}};
+                                   {"top", top_k},
+                                   {"model", r.model},
+                                   {"model_id", r.model_id}};
   if (!r.region.empty()) {
     line["region"] = r.region;
     line["box"] = {r.box.x, r.box.y, r.box.width, r.box.height};
   }
-  const auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (::write(fd_, text.data(), text.size()) != ssize_t(text.size())) {
+  const auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (::write(fd_, (text + "\n").data(), text.size() + 1) != ssize_t(text.size() + 1)) {
     throw IoError(fmt::format("{}/collect.jsonl: {}", dir_, std::strerror(errno)));
   }
+  kept_.push_back({fs::relative(file, dir_).generic_string(), text});
+  // The queue kept within output.collect.max_frames: the oldest frame still waiting goes first (one a person has
+  // labelled or discarded in the meantime has left already and is not counted).
+  while (kept_.size() > max_frames_) {
+    if (fs::remove(fs::path(dir_) / kept_.front().file, ec)) {
+      static const std::string one = nlohmann::json{{"dropped_for_room", 1}}.dump() + "\n";
+      if (::write(fd_, one.data(), one.size()) != ssize_t(one.size())) {
+        throw IoError(fmt::format("{}/collect.jsonl: {}", dir_, std::strerror(errno)));
+      }
+      if (++evicted_ == 1) {
+        vc::log::get("collect")->warn("output.collect: more than {} frames wait for review (output.collect.max_frames): "
+                                      "the oldest are dropped from now on", max_frames_);
+      }
+    }
+    kept_.pop_front();
+  }
+  if (++appended_ > std::max<size_t>(1000, max_frames_)) compact();
   ++saved_;
 }
 

@@ -17,6 +17,7 @@ Exit 0: passed; 1: failed (what, on stderr); 77: skipped (no chromium on this ma
 """
 import argparse
 import base64
+import fcntl
 import json
 import os
 import select
@@ -46,9 +47,11 @@ class Browser:
         to_browser_r, self.to_browser = os.pipe()
         self.from_browser, from_browser_w = os.pipe()
 
-        def fds():  # the child's fds 3 and 4
-            os.dup2(to_browser_r, 3)
-            os.dup2(from_browser_w, 4)
+        def fds():  # the child's fds 3 and 4 (moved above them first: a pipe's end may be 3 or 4 already, and a
+            # dup2 onto itself would leave it close-on-exec)
+            ends = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w)]
+            os.dup2(ends[0], 3)
+            os.dup2(ends[1], 4)
 
         self.process = subprocess.Popen(
             [chromium, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",

@@ -55,6 +55,15 @@ CudnnEngine::Impl::Impl(const Network& network, int height, int width, const Cud
   settle_ties();
   size_workspaces();
   choose_branches();
+  // Built on low-priority streams (above); it runs on high-priority ones. (Everything reads `stream` when it runs,
+  // the CUDA graph takes the priority of the stream it is launched into, the cuDNN handle is told.)
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  stream = make_stream(StreamPriority::kLive);
+  CUDNN_CHECK(cudnnSetStream(handle, stream));
+  if (side_stream.get()) {
+    CUDA_CHECK(cudaStreamSynchronize(side_stream));
+    side_stream = make_stream(StreamPriority::kLive);
+  }
   report.setup_seconds = seconds_since(t0);
   log->info("cuDNN engine on {}: batch {}, {}x{}, activations {:.1f} MiB in {} buffers (naive {:.1f} MiB), "
             "workspace {:.1f} MiB, weights {:.1f} MiB, set-up {:.2f} s ({} cached, {} tuned)",
