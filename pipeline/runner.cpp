@@ -171,8 +171,7 @@ class Runner::Impl final : public RunControl {
     std::vector<EngineInfo> out;
     for (const auto& l : lanes_) {
       const auto failure = l->failure();
-      out.push_back({l->index(), l->cuda_device(), l->engine_name(), &l->stats(),
-                     failure ? failure->message : ""});
+      out.push_back({l->index(), l->cuda_device(), l->engine_name(), &l->stats(), failure ? failure->message : ""});
     }
     return out;
   }
@@ -181,7 +180,6 @@ class Runner::Impl final : public RunControl {
   std::string engine_name() const override { return engine_name_; }
   int cuda_device() const override { return cuda_device_; }
   const config::Config& config() const override { return effective_; }
-
   std::vector<config::Input> inputs() const override { return table_.inputs(); }
 
   void add_stream(const config::Input& input, std::shared_ptr<const OpenedInput> opened) override {
@@ -274,20 +272,14 @@ class Runner::Impl final : public RunControl {
     return true;
   }
 
-  std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait,
-                                   bool clean) override {
+  std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait, bool clean,
+                                   const config::PixelBox* crop) override {
     if (!snapshots_) throw RequestError(404, "snapshots are made for the service's API only (api.enabled)");
     const auto found = table_.find(name);
     if (!found) throw RequestError(404, fmt::format("no stream is named '{}'", name));
-    return snapshots_->jpeg(found->slot, *found->stats, max_width, found->stats->closed ? 0ms : wait, clean);
-  }
-
-  std::optional<Snapshot> crop_snapshot(const std::string& name, const config::PixelBox& box,
-                                        std::chrono::milliseconds wait) override {
-    if (!snapshots_) throw RequestError(404, "snapshots are made for the service's API only (api.enabled)");
-    const auto found = table_.find(name);
-    if (!found) throw RequestError(404, fmt::format("no stream is named '{}'", name));
-    return snapshots_->crop(found->slot, *found->stats, box, found->stats->closed ? 0ms : wait);
+    if (found->stats->closed) wait = 0ms;
+    return crop ? snapshots_->crop(found->slot, *found->stats, *crop, wait)
+                : snapshots_->jpeg(found->slot, *found->stats, max_width, wait, clean);
   }
 
   std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type, uint64_t since,

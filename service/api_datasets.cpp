@@ -246,7 +246,7 @@ Response Api::capture_now(const Request& req, const std::string& model) {
       if (!found) return error_reply(404, fmt::format("stream {} has no region '{}'", stream, region), "region");
       const auto box = config::region_pixels(*found, now.width, now.height);
       if (!box) return error_reply(409, fmt::format("stream {} has no picture yet, or region {} is outside it", stream, region), "region");
-      shot = run_.crop_snapshot(stream, *box, std::chrono::milliseconds(2000));
+      shot = run_.snapshot(stream, 0, std::chrono::milliseconds(2000), true, &*box);
       meta["region"] = region;
       meta["box"] = {box->x, box->y, box->width, box->height};
     }

@@ -105,16 +105,10 @@ class RunControl {
   // RequestError 404 for a name the run does not have (or is removing already).
   virtual bool remove_stream(const std::string& name, std::chrono::milliseconds wait) = 0;
   // The stream's latest labelled frame as JPEG (snapshots.hpp); empty when it has had none. Throws RequestError 404
-  // for an unknown name.
-  // `clean`: without the overlay.
+  // for an unknown name. `clean`: without the overlay. `crop`: the frame without the overlay cut to that box (its
+  // pixels), full resolution, as a training image (empty as well when the box is outside it).
   virtual std::optional<Snapshot> snapshot(const std::string& name, int max_width, std::chrono::milliseconds wait,
-                                           bool clean) = 0;
-  // The stream's latest frame without the overlay, cut to `box` (its pixels), as a training image (full resolution).
-  // Empty when it has had none (or the box is outside it). Throws RequestError 404 for an unknown name.
-  virtual std::optional<Snapshot> crop_snapshot(const std::string& name, const config::PixelBox& /*box*/,
-                                                std::chrono::milliseconds /*wait*/) {
-    throw RequestError(404, "no stream is named '" + name + "'");
-  }
+                                           bool clean, const config::PixelBox* crop = nullptr) = 0;
   // The latest events (recent_events.hpp).
   [[nodiscard]] virtual std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type,
                                                                uint64_t since, size_t limit) const = 0;

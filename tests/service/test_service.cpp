@@ -185,7 +185,10 @@ struct IdleRun final : pipeline::RunControl {
     throw pipeline::RequestError(503, "idle");
   }
   bool remove_stream(const std::string&, std::chrono::milliseconds) override { throw pipeline::RequestError(404, "idle"); }
-  std::optional<pipeline::Snapshot> snapshot(const std::string&, int, std::chrono::milliseconds, bool) override { return {}; }
+  std::optional<pipeline::Snapshot> snapshot(const std::string&, int, std::chrono::milliseconds, bool,
+                                             const config::PixelBox*) override {
+    return {};
+  }
   std::vector<pipeline::RecentEvent> recent_events(const std::string&, const std::string&, uint64_t, size_t) const override {
     return {};
   }
