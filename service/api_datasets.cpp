@@ -126,7 +126,8 @@ Response Api::datasets() {
   return reply(200, {{"datasets", list},
                      {"review", review_->summary()},
                      {"collecting", !review_->dir().empty()},
-                     {"split", run_.config().teach.split}});
+                     {"split", run_.config().teach.split},
+                     {"epochs", run_.config().teach.epochs}});
 }
 
 Response Api::review_items(const Request& req) {

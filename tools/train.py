@@ -443,9 +443,12 @@ def main():
         JOB.emit("epoch", epoch=epoch, epochs=args.epochs, loss=round(total_loss / max(done, 1), 4),
                  val_accuracy=round(float(accuracy), 4), seconds=round(time.time() - started, 2), eta_s=eta())
         epochs_run = epoch
+        # A tie keeps the later epoch (trained longer, its batch-norm statistics further from the init model's) but
+        # counts towards the patience.
+        if accuracy >= best:
+            best_epoch, best_state = epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         if accuracy > best:
-            best, best_epoch, stale = accuracy, epoch, 0
-            best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            best, stale = accuracy, 0
         else:
             stale += 1
             if stale >= args.patience:
