@@ -542,6 +542,7 @@ void load_inputs(Config& config, const std::string& path) {
       continue;
     }
     log->info("model {}: {}, as deployed over the API (api.state_file)", name, d["weights"].Scalar());
+    config.configured_weights[name] = model->weights;
     model->weights = d["weights"].Scalar();
   }
 }

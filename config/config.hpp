@@ -261,6 +261,9 @@ struct Config {
   Api api;
   Events events;
   Teach teach;
+  // The models whose weights api.state_file's deployed_models put in place at the start: the weights the config named
+  // (what a later save compares with, and what SIGHUP compares the config file read again with).
+  std::map<std::string, std::string> configured_weights;
   // The key paths a file, flag or --set gave (e.g. "model.input_size"), each with where it came from ("config.yaml",
   // "--set", "--input"); a key set on one stream ("inputs.2.fps") is recorded as "input.fps" too.
   std::map<std::string, std::string> explicit_keys;

@@ -447,7 +447,7 @@ std::vector<Field> schema(Config& c) {
              "collect a frame whose top-1 confidence is below this"),
       number("output.collect.max_per_minute", &o.collect_per_minute, 0.01, 6000.0,
              "at most this many collected frames per stream per minute of stream time"),
-      number("output.collect.max_frames", &o.collect_max_frames, 1, 10000000,
+      number("output.collect.max_frames", &o.collect_max_frames, 1, 100000,
              "frames waiting for review at most: beyond, the oldest are dropped first (counted)"),
 
   };

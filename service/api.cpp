@@ -74,6 +74,20 @@ void Api::state_saved(std::string& warning) {
   }
 }
 
+bool Api::configured_weights(const std::string& model, std::string& weights) const {
+  const auto& cfg = run_.config();
+  if (const auto it = cfg.configured_weights.find(model); it != cfg.configured_weights.end()) {
+    weights = it->second;
+    return true;
+  }
+  try {
+    weights = config::for_model(cfg, model).model.weights;
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
 void Api::save_state() {
   if (settings_.state_file.empty()) return;
   const auto inputs = run_.inputs();
@@ -85,12 +99,9 @@ void Api::save_state() {
   std::vector<config::DeployedModel> deployed;
   for (const auto& m : run_.models()) {
     std::string configured;
-    try {
-      configured = config::for_model(run_.config(), m.name).model.weights;
-    } catch (const ConfigError&) {
-      continue;
-    }
-    if (m.history.empty() || m.current.weights == configured) continue;
+    if (!configured_weights(m.name, configured)) continue;
+    // (the bundled model, never deployed over: nothing to keep)
+    if (m.current.weights == configured || (configured.empty() && m.history.empty())) continue;
     std::error_code ec;
     const auto absolute = fs::absolute(m.current.weights, ec);
     deployed.push_back({m.name, ec ? m.current.weights : absolute.lexically_normal().string(), configured});

@@ -90,6 +90,8 @@ class Api {
   http::Response roll_back(const http::Request& req, const std::string& name);
   void state_saved(std::string& warning);
   void kept_for_restart(nlohmann::json& view);
+  // The weights the config names for `model` (before api.state_file's deployed_models replaced them at the start).
+  bool configured_weights(const std::string& model, std::string& weights) const;
   // api_datasets.cpp
   void init_teaching();
   void install_teaching(http::Router& router);

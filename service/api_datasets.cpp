@@ -14,6 +14,7 @@
 // A dataset is a model's: teach.datasets_dir/MODEL; its candidates go to teach.models_dir/MODEL. Both are the app's
 // own folders: nothing a request names is written but inside them, under names the app makes.
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "config/logging.hpp"
 #include "service/api.hpp"
 #include "service/api_views.hpp"
+#include "pipeline/outputs/collector.hpp"
 
 namespace vc::service {
 
@@ -150,7 +152,10 @@ Response Api::review_items(const Request& req) {
 }
 
 Response Api::review_image(const Request& req, const std::string& file) {
-  if (review_->dir().empty() || !review_->find(file)) return error_reply(404, "no frame waits for review under that name");
+  // (a name the collector gives, read without following a link: no index read for each of a page's pictures)
+  if (review_->dir().empty() || !pipeline::Collector::is_frame_file(file)) {
+    return error_reply(404, "no frame waits for review under that name");
+  }
   return event_file(review_->dir(), file, req.header("range"));
 }
 
@@ -170,27 +175,34 @@ Response Api::label_items(const Request& req) {
   }
   json labelled = json::array(), missing = json::array();
   std::set<std::string> datasets_used;
+  const auto waiting = review_->waiting();
   for (const auto& file : items) {
-    const auto item = review_->find(file);
-    if (!item) {  // labelled or discarded already (another tab), or dropped for room
+    const auto found = waiting.find(file);
+    if (found == waiting.end()) {  // labelled or discarded already (another tab), or dropped for room
       missing.push_back(file);
       continue;
     }
-    const auto& line = item->line;
-    const auto model = chosen.empty() ? line.value("model", std::string("default")) : chosen;
-    const double t = line.contains("pts") && line["pts"].is_number() ? line["pts"].get<double>() : 0.0;
-    json meta{{"stream", line.value("stream", "")},
-              {"source", line.value("source", "")},
-              {"frame", line.value("frame", int64_t(0))},
+    const auto& item = found->second;
+    const auto& line = item.line;
+    const auto model = chosen.empty() ? text_of(line, "model", "default") : chosen;
+    if (!has_model(model)) {  // (a line of another run's model: said, not guessed)
+      missing.push_back(file);
+      continue;
+    }
+    // Stream time (the collector's "t": the frame's timestamp, else when it came) chooses the split, as in capture.
+    const double t = number_of(line, "t", number_of(line, "pts", 0.0));
+    json meta{{"stream", text_of(line, "stream", "")},
+              {"source", text_of(line, "source", "")},
+              {"frame", int64_t(number_of(line, "frame", -1))},
               {"t", t},
-              {"predicted", line.value("label", "")},
-              {"score", line.value("score", 0.0)},
-              {"model_id", line.value("model_id", "")},
+              {"predicted", text_of(line, "label", "")},
+              {"score", number_of(line, "score", 0.0)},
+              {"model_id", text_of(line, "model_id", "")},
               {"from", "review"}};
-    if (line.contains("region")) meta["region"] = line["region"];
-    if (line.contains("box")) meta["box"] = line["box"];
+    if (line.contains("region")) meta["region"] = text_of(line, "region", "");
+    if (line.contains("box") && line["box"].is_array()) meta["box"] = line["box"];
     try {
-      labelled.push_back(dataset(model).add_file(review_->path_of(*item), label, t, meta));
+      labelled.push_back(dataset(model).add_file(review_->path_of(item), label, t, meta));
       datasets_used.insert(model);
     } catch (const Error& e) {
       vc::log::get("service")->warn("api: {}: {}", file, e.what());
@@ -211,8 +223,10 @@ Response Api::discard_items(const Request& req) {
   if (auto bad = item_list(body, items)) return *bad;
   json missing = json::array();
   int64_t discarded = 0;
+  const auto waiting = review_->waiting();
   for (const auto& file : items) {
-    if (review_->discard(file)) ++discarded;
+    const auto found = waiting.find(file);
+    if (found != waiting.end() && review_->discard(found->second)) ++discarded;
     else missing.push_back(file);
   }
   vc::log::get("service")->info("api: {} frame(s) discarded by {}", discarded, req.client);
@@ -245,6 +259,11 @@ Response Api::capture_now(const Request& req, const std::string& model) {
         if (r.name == region) found = &r;
       }
       if (!found) return error_reply(404, fmt::format("stream {} has no region '{}'", stream, region), "region");
+      const auto region_model = found->model.empty() ? std::string("default") : found->model;
+      if (region_model != model) {  // (a region's pictures train the model that classifies it)
+        return error_reply(422, fmt::format("region {} is classified by model {}: capture it into that model's dataset",
+                                            region, region_model), "region");
+      }
       const auto box = config::region_pixels(*found, now.width, now.height);
       if (!box) return error_reply(409, fmt::format("stream {} has no picture yet, or region {} is outside it", stream, region), "region");
       shot = run_.snapshot(stream, 0, std::chrono::milliseconds(2000), true, &*box);
@@ -254,7 +273,9 @@ Response Api::capture_now(const Request& req, const std::string& model) {
     if (!shot || shot->jpeg.empty()) return error_reply(409, fmt::format("stream {} has no frame yet", stream), "stream");
     const auto& jpeg = shot->jpeg;
     meta["frame"] = shot->frame;
-    const double t = shot->pts_s >= 0 ? shot->pts_s : 0.0;
+    // Stream time chooses the split (as in capture); a source without timestamps: when it was taken.
+    const double t = shot->pts_s >= 0 ? shot->pts_s
+                                      : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     meta["t"] = t;
     const auto stem = fmt::format("{}{}-{}-{:06d}", stream, region.empty() ? "" : "-" + region, utc_stamp(), shot->frame);
     auto line = dataset(model).add_bytes(jpeg, stem, label, t, meta);

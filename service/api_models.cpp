@@ -82,7 +82,11 @@ std::vector<std::string> Api::redeploy(const config::Config& fresh) {
       done.push_back(fmt::format("{}: {}", m.name, e.what()));
       continue;
     }
-    if (weights.empty() || weights == m.current.weights) continue;
+    // (the file names what it named at the start: nothing changed there, whatever was deployed over the API since)
+    std::string configured;
+    if (weights.empty() || weights == m.current.weights || (configured_weights(m.name, configured) && weights == configured)) {
+      continue;
+    }
     try {  // (the config file is trusted as at the start: its paths are not limited to api.allowed_dirs)
       const auto now = run_.deploy_model(m.name, weights, nullptr);
       done.push_back(fmt::format("{}: deployed {} ({})", m.name, now.current.id, weights));

@@ -188,4 +188,14 @@ std::string file_uri_path(const std::string& uri) {
   return out.rfind("localhost/", 0) == 0 ? out.substr(9) : out;
 }
 
+std::string text_of(const nlohmann::json& line, const char* key, const std::string& otherwise) {
+  const auto it = line.find(key);
+  return it != line.end() && it->is_string() ? it->get<std::string>() : otherwise;
+}
+
+double number_of(const nlohmann::json& line, const char* key, double otherwise) {
+  const auto it = line.find(key);
+  return it != line.end() && it->is_number() && std::isfinite(it->get<double>()) ? it->get<double>() : otherwise;
+}
+
 }  // namespace vc::service

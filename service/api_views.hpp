@@ -28,6 +28,10 @@ nlohmann::json stream_view(const pipeline::StreamStats& s, const pipeline::RunCo
 http::Response reply(int status, const nlohmann::json& body);
 // {"error": message, "key": key (when given)}.
 http::Response error_reply(int status, const std::string& message, const std::string& key = {});
+// A field of the expected type, else `otherwise`: a line of a file (collect.jsonl, a job's progress) that is
+// hand-edited or foreign never throws.
+std::string text_of(const nlohmann::json& line, const char* key, const std::string& otherwise);
+double number_of(const nlohmann::json& line, const char* key, double otherwise);
 // A JSON parser's message without its "[json.exception…] " prefix.
 std::string json_error_text(const nlohmann::json::parse_error& e);
 

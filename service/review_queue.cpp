@@ -1,7 +1,11 @@
 #include "service/review_queue.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <map>
+
+#include "pipeline/outputs/collector.hpp"
+#include "service/api_views.hpp"
 
 namespace vc::service {
 
@@ -25,9 +29,9 @@ ReviewQueue::Index ReviewQueue::read() const {
     const auto file = line.find("file");
     if (file == line.end() || !file->is_string()) continue;
     const auto name = file->get<std::string>();
-    if (name.empty() || name.front() == '/' || name.find("..") != std::string::npos) continue;
+    if (!pipeline::Collector::is_frame_file(name)) continue;  // (a hand-edited line: nothing outside the queue's files)
     std::error_code ec;
-    if (!fs::is_regular_file(fs::path(dir_) / name, ec) || fs::is_symlink(fs::path(dir_) / name, ec)) continue;
+    if (!fs::is_regular_file(fs::symlink_status(fs::path(dir_) / name, ec))) continue;
     if (auto it = at.find(name); it != at.end()) {
       index.items[it->second].line = std::move(line);
       continue;
@@ -43,7 +47,7 @@ std::vector<ReviewQueue::Item> ReviewQueue::items(const std::string& model) cons
   auto all = read().items;
   std::vector<Item> out;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (model.empty() || it->line.value("model", std::string("default")) == model) out.push_back(std::move(*it));
+    if (model.empty() || text_of(it->line, "model", "default") == model) out.push_back(std::move(*it));
   }
   return out;
 }
@@ -53,25 +57,22 @@ json ReviewQueue::summary() const {
   const auto index = read();
   json by_model = json::object();
   for (const auto& item : index.items) {
-    auto& n = by_model[item.line.value("model", std::string("default"))][item.line.value("label", std::string())];
+    auto& n = by_model[text_of(item.line, "model", "default")][text_of(item.line, "label", "")];
     n = n.is_null() ? 1 : n.get<int64_t>() + 1;
   }
   return {{"waiting", index.items.size()}, {"dropped_for_room", index.dropped_for_room}, {"by_model", by_model}};
 }
 
-std::optional<ReviewQueue::Item> ReviewQueue::find(const std::string& file) const {
+std::map<std::string, ReviewQueue::Item> ReviewQueue::waiting() const {
   std::lock_guard lock(mutex_);
-  for (auto& item : read().items) {
-    if (item.file == file) return item;
-  }
-  return std::nullopt;
+  std::map<std::string, Item> out;
+  for (auto& item : read().items) out.emplace(item.file, std::move(item));
+  return out;
 }
 
-bool ReviewQueue::discard(const std::string& file) {
-  const auto item = find(file);
-  if (!item) return false;
+bool ReviewQueue::discard(const Item& item) {
   std::error_code ec;
-  return fs::remove(path_of(*item), ec);
+  return fs::remove(path_of(item), ec);
 }
 
 }  // namespace vc::service

@@ -4,6 +4,7 @@
 // rewrites the index from time to time and never writes a frame's file again, so a file's presence is the truth.
 #pragma once
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,10 +27,10 @@ class ReviewQueue {
   [[nodiscard]] std::vector<Item> items(const std::string& model = {}) const;
   // {"waiting": n, "dropped_for_room": n, "by_model": {MODEL: {LABEL: n}}}
   [[nodiscard]] nlohmann::json summary() const;
-  // The waiting frame named `file` (an id items() gave), if it still waits.
-  [[nodiscard]] std::optional<Item> find(const std::string& file) const;
-  // Removes a waiting frame's file; false when it is not waiting (any more).
-  bool discard(const std::string& file);
+  // The frames waiting, by file (one read of the index for a whole request).
+  [[nodiscard]] std::map<std::string, Item> waiting() const;
+  // Removes a waiting frame's file; false when it has gone already.
+  bool discard(const Item& item);
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
   [[nodiscard]] std::filesystem::path path_of(const Item& item) const { return std::filesystem::path(dir_) / item.file; }

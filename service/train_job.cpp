@@ -22,6 +22,7 @@
 #include "config/logging.hpp"
 #include "config/version.hpp"
 #include "pipeline/core/control.hpp"
+#include "service/api_views.hpp"
 
 extern char** environ;
 
@@ -127,11 +128,10 @@ void TrainJob::start(const Request& r) {
                                 "--progress", progress, "--epochs", std::to_string(r.epochs),
                                 "--min-per-class", std::to_string(r.min_per_class),
                                 // (half the cores on the CPU at most: the live streams keep the rest)
-                                "--threads", std::to_string(std::max(1L, cores / 2)), "--workers", "1"};
-  if (!r.compare.empty()) {
-    args.emplace_back("--compare");
-    args.push_back(r.compare);
-  }
+                                "--threads", std::to_string(std::max(1L, cores / 2)), "--workers", "1",
+                                // (it stops, as cancelled, if the app is gone: no orphan training for hours)
+                                "--parent-pid", std::to_string(::getpid())};
+  if (!r.compare.empty()) args.push_back("--compare=" + r.compare);  // (one argument: a path may start with '-')
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -150,6 +150,9 @@ void TrainJob::start(const Request& r) {
   posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&files, 1, 2);
+  // Nothing else of the app's: not its listening socket or its clients' (a trainer outliving a crashed app would
+  // hold the port), not its files.
+  posix_spawn_file_actions_addclosefrom_np(&files, 3);
   // Its own process group (none of its data loaders outlives it: watch() kills the group), no signal blocked (the
   // app's threads block the ones it waits for), the default handlers.
   sigset_t none, defaults;
@@ -178,22 +181,27 @@ void TrainJob::start(const Request& r) {
 }
 
 void TrainJob::watch(pid_t pid) {
+  // Waited for without reaping first: while it is a zombie its process group id cannot be taken by another, so the
+  // group (a data loader its parent left behind) is killed safely; then reaped.
+  siginfo_t info{};
+  int waited;
+  while ((waited = ::waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT)) < 0 && errno == EINTR) {
+  }
+  ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   std::lock_guard lock(mutex_);
-  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  exit_code_ = waited < 0 ? 70 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   state_ = exit_code_ == 0 ? "done" : cancelling_ ? "cancelled" : "failed";
   ended_at_ = utc_now();
   pid_ = -1;
-  ::kill(-pid, SIGKILL);  // (a data loader its parent left behind)
   if (state_ != "done") {  // nothing half-written stays (train.py removes its own; a SIGKILL leaves .part files)
     std::error_code ec;
     for (const auto& f : {request_.out + ".part", beside(request_.out, ".json") + ".part"}) fs::remove(f, ec);
-    if (state_ == "cancelled") {
-      fs::remove(request_.out, ec);
-      fs::remove(beside(request_.out, ".json"), ec);
-    }
+    // A cancelled job leaves no candidate; a failed one no card without its model (killed between the two moves).
+    if (state_ == "cancelled") fs::remove(request_.out, ec);
+    if (state_ == "cancelled" || !fs::exists(request_.out, ec)) fs::remove(beside(request_.out, ".json"), ec);
   }
   vc::log::get("service")->log(state_ == "failed" ? spdlog::level::err : spdlog::level::info,
                                "training job for model {} {} (exit {})", request_.model, state_, exit_code_);
@@ -234,12 +242,12 @@ json TrainJob::view(const std::string& model) const {
   for (std::string text; std::getline(in, text);) {
     const auto line = json::parse(text, nullptr, false);
     if (!line.is_object()) continue;
-    const auto event = line.value("event", std::string());
+    const auto event = text_of(line, "event", "");
     if (event == "start") v["setup"] = line;
     else if (event == "batch" || event == "epoch") v["progress"] = line;
     if (event == "epoch") epochs.push_back(line);
     if (event == "done") v["result"] = line;
-    if (event == "error") v["error"] = line.value("message", std::string());
+    if (event == "error") v["error"] = text_of(line, "message", "train.py failed");
   }
   v["epochs"] = epochs;
   if (state_ == "failed") {

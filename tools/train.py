@@ -55,7 +55,7 @@ class Job:
     write as it happens; a stop at the next batch on SIGTERM/SIGINT; no half-written file (.part) left behind."""
 
     def __init__(self):
-        self.fd, self.signum, self.parts = None, 0, []
+        self.fd, self.signum, self.parts, self.parent = None, 0, [], None
 
     def emit(self, event, **fields):
         if self.fd is None:
@@ -77,6 +77,8 @@ class Job:
         self.signum = self.signum or signum
 
     def check(self):
+        if not self.signum and self.parent and os.getppid() != self.parent:  # (the service is gone: so is the job)
+            self.signum = signal.SIGTERM
         if self.signum:
             raise Cancelled(self.signum)
 
@@ -344,7 +346,10 @@ def main():
     parser.add_argument("--compare", metavar="WEIGHTS", help="also score this model (the one running now) on the same "
                         "validation images, its classes matched by name; the result goes into the card")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads on the CPU")
+    parser.add_argument("--parent-pid", type=int, help="stop, as cancelled, once this process (the service that "
+                        "started the job) is gone")
     args = parser.parse_args()
+    JOB.parent = args.parent_pid
 
     run_started = time.time()
     if args.progress:
@@ -356,6 +361,8 @@ def main():
         signal.signal(signum, JOB.on_signal)
     if args.threads < 1:
         fail(f"--threads {args.threads}: at least 1", 64)
+    if args.epochs < 1:
+        fail(f"--epochs {args.epochs}: at least 1", 64)
 
     torch.manual_seed(args.seed)
     random.seed(args.seed)

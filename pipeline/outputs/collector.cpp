@@ -58,22 +58,41 @@ void Collector::load_index() {
       continue;
     }
     const auto file = line.find("file");
+    if (file == line.end() || !file->is_string() || !is_frame_file(file->get<std::string>())) continue;
     std::error_code ec;
-    if (file == line.end() || !file->is_string() || !fs::is_regular_file(fs::path(dir_) / file->get<std::string>(), ec)) {
-      continue;
-    }
-    kept_.push_back({file->get<std::string>(), text});
+    if (!fs::is_regular_file(fs::symlink_status(fs::path(dir_) / file->get<std::string>(), ec))) continue;
+    if (names_.insert(file->get<std::string>()).second) kept_.push_back({file->get<std::string>(), text});
   }
+}
+
+bool Collector::is_frame_file(const std::string& file) {
+  if (file.empty() || file.front() == '/' || !file.ends_with(".jpg") || file.find('\\') != std::string::npos) return false;
+  size_t parts = 0;
+  for (size_t at = 0; at <= file.size();) {
+    const auto slash = std::min(file.find('/', at), file.size());
+    const auto part = std::string_view(file).substr(at, slash - at);
+    if (part.empty() || part == "." || part == "..") return false;
+    ++parts;
+    at = slash + 1;
+  }
+  return parts == 2 || parts == 3;  // LABEL/NAME.jpg or REGION/LABEL/NAME.jpg
+}
+
+// The frames a person has labelled or discarded since (their files gone) are no longer waiting.
+void Collector::forget_reviewed() {
+  std::erase_if(kept_, [&](const Kept& k) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::symlink_status(fs::path(dir_) / k.file, ec))) return false;
+    names_.erase(k.file);
+    return true;
+  });
 }
 
 // collect.jsonl rewritten from the frames still waiting (atomically: a reader sees the old index or the new one).
 void Collector::compact() {
   const auto index = fs::path(dir_) / "collect.jsonl";
   const auto tmp = fs::path(dir_) / "collect.jsonl.tmp";
-  std::erase_if(kept_, [&](const Kept& k) {
-    std::error_code ec;
-    return !fs::is_regular_file(fs::path(dir_) / k.file, ec);
-  });
+  forget_reviewed();
   std::string text;
   if (evicted_ > 0) text += nlohmann::json{{"dropped_for_room", evicted_.load()}}.dump() + "\n";
   for (const auto& k : kept_) text += k.line + "\n";
@@ -169,7 +188,8 @@ void Collector::write(const Job& job) {
   const auto name = fmt::format("{}{}-{:06d}-{:02d}.jpg", r.stream_name, r.region.empty() ? "" : "-" + r.region, r.frame,
                                 int(std::floor(top.score * 100)));
   auto file = folder / name;
-  for (int n = 2; fs::exists(file, ec); ++n) {  // (a restarted run numbers its frames from 0 again: never overwritten)
+  // (a restarted run numbers its frames from 0 again: never over a file, nor under a name the queue still holds)
+  for (int n = 2; fs::exists(fs::symlink_status(file, ec)) || names_.count(fs::relative(file, dir_).generic_string()); ++n) {
     file = folder / fmt::format("{}-{}.jpg", name.substr(0, name.size() - 4), n);
   }
   const auto part = file.string() + ".part";
@@ -188,6 +208,8 @@ void Collector::write(const Job& job) {
                                    {"source", r.source},
                                    {"frame", r.frame},
                                    {"pts", r.pts_ns >= 0 ? nlohmann::json(double(r.pts_ns) / 1e9) : nlohmann::json()},
+                                   // (stream time, else when it came: what the dataset's split rule reads)
+                                   {"t", std::round(double(r.pts_ns >= 0 ? r.pts_ns : r.captured_ns) / 1e6) / 1e3},
                                    {"label", top.label},
                                    {"score", std::round(top.score * 1e6) / 1e6},
                                    {"top", top_k},
@@ -202,8 +224,10 @@ void Collector::write(const Job& job) {
     throw IoError(fmt::format("{}/collect.jsonl: {}", dir_, std::strerror(errno)));
   }
   kept_.push_back({fs::relative(file, dir_).generic_string(), text});
-  // The queue kept within output.collect.max_frames: the oldest frame still waiting goes first (one a person has
-  // labelled or discarded in the meantime has left already and is not counted).
+  names_.insert(kept_.back().file);
+  // The queue kept within output.collect.max_frames: the oldest frame still waiting goes first (those a person has
+  // labelled or discarded in the meantime have left already: not counted, and they make room).
+  if (kept_.size() > max_frames_) forget_reviewed();
   while (kept_.size() > max_frames_) {
     if (fs::remove(fs::path(dir_) / kept_.front().file, ec)) {
       static const std::string one = nlohmann::json{{"dropped_for_room", 1}}.dump() + "\n";
@@ -215,6 +239,7 @@ void Collector::write(const Job& job) {
                                       "the oldest are dropped from now on", max_frames_);
       }
     }
+    names_.erase(kept_.front().file);
     kept_.pop_front();
   }
   if (++appended_ > std::max<size_t>(1000, max_frames_)) compact();

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,9 @@ class Collector {
   [[nodiscard]] int64_t dropped_for_room() const { return evicted_.load(); }
   [[nodiscard]] int64_t lost() const { return failures_.load() + dropped_.load(); }
   [[nodiscard]] const std::string& dir() const { return dir_; }
+  // Whether `file` (relative to the folder) is a name the collector gives a frame: LABEL/NAME.jpg or
+  // REGION/LABEL/NAME.jpg, no "." or ".." (what the review queue accepts from collect.jsonl, hand-edited or not).
+  static bool is_frame_file(const std::string& file);
 
  private:
   struct Job {
@@ -56,12 +60,14 @@ class Collector {
   void work();
   void write(const Job& job);
   void load_index();
+  void forget_reviewed();
   void compact();
 
   std::string dir_;
   double below_, per_minute_;
   size_t max_frames_, capacity_;
   std::deque<Kept> kept_;  // the frames waiting for review, oldest first (the writer's thread; the constructor's)
+  std::set<std::string> names_;  // kept_'s files
   size_t appended_ = 0;    // lines added to collect.jsonl since it was last rewritten
   // By stream and region ("" = the whole picture): the stream time from which the next frame may be kept.
   std::map<std::pair<int, std::string>, int64_t> next_ns_;

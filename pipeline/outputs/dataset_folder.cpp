@@ -1,6 +1,7 @@
 #include "pipeline/outputs/dataset_folder.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,21 +101,43 @@ void add_label(const fs::path& dataset, const std::string& label) {
 DatasetFolder::DatasetFolder(fs::path dir, std::vector<Split> splits, double block_s)
     : dir_(std::move(dir)), plan_(std::move(splits)), block_s_(block_s > 0 ? block_s : 10) {}
 
-fs::path DatasetFolder::place(const std::string& stem, const std::string& label, double t, std::string& split) {
+fs::path DatasetFolder::folder_for(const std::string& label, double t, std::string& split) {
   if (const auto why = label_problem(label); !why.empty()) throw DataError(why);
   // The split of the frame's block of stream time: the rule `capture` follows (its plan repeats with the shares'
   // period, so the block number is taken modulo a multiple of it: no table grows with a camera's hours).
-  const auto block = int64_t(std::floor(std::max(t, 0.0) / block_s_)) % 1000;
+  if (!(t >= 0 && t < 1e12)) t = 0;  // (a time from a hand-edited line)
+  const auto block = int64_t(t / block_s_) % 5040;  // (5040 = 7!: a multiple of the period of halves … tenths)
   split = plan_.name(plan_.split_of(block));
   const auto folder = dir_ / split / label;
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create: {}", folder.string(), ec.message()));
-  add_label(dir_, label);
-  for (int n = 1;; ++n) {
-    const auto file = folder / (n == 1 ? stem + ".jpg" : fmt::format("{}-{}.jpg", stem, n));
-    if (!fs::exists(file, ec) && !fs::exists(file.string() + ".part", ec)) return file;
+  return folder;
+}
+
+// `from` renamed to FOLDER/STEM.jpg (STEM-2.jpg, … when taken: never over another file). Returns where, or empty
+// with `err` set.
+fs::path DatasetFolder::rename_new(const fs::path& from, const fs::path& folder, const std::string& stem, int& err) {
+  for (int n = 1; n < 10000; ++n) {
+    const auto to = folder / (n == 1 ? stem + ".jpg" : fmt::format("{}-{}.jpg", stem, n));
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return to;
+    if (errno != EEXIST) {
+      err = errno;
+      return {};
+    }
   }
+  err = EEXIST;
+  return {};
+}
+
+nlohmann::json DatasetFolder::finish(const fs::path& to, const std::string& label, const std::string& split,
+                                     nlohmann::json meta) {
+  add_label(dir_, label);  // (after the image is in: a label never names a class without one)
+  meta["file"] = to.lexically_relative(dir_).generic_string();
+  meta["label"] = label;
+  meta["split"] = split;
+  record(meta);
+  return meta;
 }
 
 void DatasetFolder::record(nlohmann::json line) {
@@ -131,64 +154,65 @@ void DatasetFolder::record(nlohmann::json line) {
 nlohmann::json DatasetFolder::add_file(const fs::path& from, const std::string& label, double t, nlohmann::json meta) {
   std::lock_guard lock(mutex_);
   std::string split;
-  const auto to = place(from.stem().string(), label, t, split);
+  const auto folder = folder_for(label, t, split);
+  int err = 0;
+  auto to = rename_new(from, folder, from.stem().string(), err);
   std::error_code ec;
-  fs::rename(from, to, ec);
-  if (ec == std::errc::cross_device_link) {  // another file system: copied whole under a temporary name, then removed
-    const auto part = to.string() + ".part";
-    fs::copy_file(from, part, ec);
-    if (!ec) fs::rename(part, to, ec);
-    if (ec) {
-      fs::remove(part);
+  if (to.empty() && err == EXDEV) {  // another file system: copied whole under a temporary name, then moved in
+    const auto part = folder / (from.stem().string() + ".jpg.part");
+    fs::copy_file(from, part, fs::copy_options::overwrite_existing, ec);
+    if (!ec) to = rename_new(part, folder, from.stem().string(), err);
+    if (to.empty()) {
+      fs::remove(part, ec);
     } else {
-      fs::remove(from, ec);
-      ec.clear();
+      fs::remove(from, ec);  // (if it stays, the queue shows it again: labelled twice at worst, never lost)
     }
   }
-  if (ec) throw IoError(fmt::format("{}: cannot move it into {}: {}", from.string(), to.string(), ec.message()));
-  meta["file"] = fs::relative(to, dir_).generic_string();
-  meta["label"] = label;
-  meta["split"] = split;
-  record(meta);
-  return meta;
+  if (to.empty()) {
+    throw IoError(fmt::format("{}: cannot move it into {}: {}", from.string(), folder.string(), std::strerror(err ? err : EIO)));
+  }
+  return finish(to, label, split, std::move(meta));
 }
 
 nlohmann::json DatasetFolder::add_bytes(const std::string& jpeg, const std::string& stem, const std::string& label,
                                         double t, nlohmann::json meta) {
   std::lock_guard lock(mutex_);
   std::string split;
-  const auto to = place(stem, label, t, split);
-  const auto part = to.string() + ".part";
+  const auto folder = folder_for(label, t, split);
+  const auto part = folder / (stem + ".jpg.part");
+  std::error_code ec;
   {
     std::ofstream out(part, std::ios::binary | std::ios::trunc);
     out.write(jpeg.data(), std::streamsize(jpeg.size()));
     if (!out.flush()) {
-      std::error_code ignored;
-      fs::remove(part, ignored);
-      throw IoError(fmt::format("{}: cannot write", part));
+      fs::remove(part, ec);
+      throw IoError(fmt::format("{}: cannot write", part.string()));
     }
   }
-  std::error_code ec;
-  fs::rename(part, to, ec);
-  if (ec) throw IoError(fmt::format("{}: cannot write: {}", to.string(), ec.message()));
-  meta["file"] = fs::relative(to, dir_).generic_string();
-  meta["label"] = label;
-  meta["split"] = split;
-  record(meta);
-  return meta;
+  int err = 0;
+  const auto to = rename_new(part, folder, stem, err);
+  if (to.empty()) {
+    fs::remove(part, ec);
+    throw IoError(fmt::format("{}: cannot write: {}", (folder / stem).string(), std::strerror(err)));
+  }
+  return finish(to, label, split, std::move(meta));
 }
 
 nlohmann::json DatasetFolder::counts() const {
   nlohmann::json out = nlohmann::json::object();
   std::error_code ec;
-  for (const auto& split : fs::directory_iterator(dir_, ec)) {
+  const auto list = [&](const fs::path& dir) {  // (the folders as they are; one that cannot be read is empty)
+    std::vector<fs::directory_entry> entries;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+    ec.clear();
+    return entries;
+  };
+  for (const auto& split : list(dir_)) {
     if (!split.is_directory(ec)) continue;
-    for (const auto& label : fs::directory_iterator(split.path(), ec)) {
+    for (const auto& label : list(split.path())) {
       if (!label.is_directory(ec)) continue;
       int64_t n = 0;
-      for (const auto& image : fs::directory_iterator(label.path(), ec)) {
-        if (image.path().extension() == ".jpg" && image.is_regular_file(ec)) ++n;
-      }
+      for (const auto& image : list(label.path())) n += image.path().extension() == ".jpg" && image.is_regular_file(ec);
       out[label.path().filename().string()][split.path().filename().string()] = n;
     }
   }

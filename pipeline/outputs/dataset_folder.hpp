@@ -63,9 +63,11 @@ class DatasetFolder {
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
 
  private:
-  // The destination for a new image: DIR/SPLIT/LABEL/STEM.jpg (STEM-2.jpg, … if taken); creates the folders and
-  // labels.txt.
-  std::filesystem::path place(const std::string& stem, const std::string& label, double t, std::string& split);
+  std::filesystem::path folder_for(const std::string& label, double t, std::string& split);
+  static std::filesystem::path rename_new(const std::filesystem::path& from, const std::filesystem::path& folder,
+                                          const std::string& stem, int& err);
+  nlohmann::json finish(const std::filesystem::path& to, const std::string& label, const std::string& split,
+                        nlohmann::json meta);
   void record(nlohmann::json line);
 
   std::filesystem::path dir_;

@@ -30,7 +30,15 @@ int64_t count_lines(const std::string& file) {
 // reports a start and a batch, then fails at once (VC_FAKE_FAIL) or works until it is stopped.
 void write_fake_trainer(const std::string& file) {
   std::ofstream(file) << R"PY(import json, os, sys, time
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+args, rest = {}, sys.argv[1:]
+while rest:
+    key = rest.pop(0)
+    if "=" in key:
+        key, value = key.split("=", 1)
+    else:
+        value = rest.pop(0)
+    args[key] = value
+assert os.getppid() == int(args["--parent-pid"]) and "--compare" in args
 def say(**line):
     with open(args["--progress"], "a") as f:
         f.write(json.dumps(line) + "\n")
@@ -113,6 +121,30 @@ TEST_CASE("the review queue: bounded, labelled in bulk into the dataset, discard
   // Labelled already: not there to label again.
   CHECK(svc.request("POST", "/api/v1/datasets/review/label", json{{"items", twelve}, {"label", "dark"}}.dump()).status == 409);
 
+  // Lines a person or another program wrote into the index: nothing outside the queue's files, no wrong type, throws.
+  fs::create_directories(svc.dir() + "/review/x");
+  fs::copy_file(svc.dir() + "/review/" + queue["items"][20]["file"].get<std::string>(), svc.dir() + "/review/x/odd.jpg.tmp");
+  {
+    std::ofstream(svc.dir() + "/outside.jpg") << "not in the queue";
+    std::ofstream index(svc.dir() + "/review/collect.jsonl", std::ios::app);
+    index << R"({"file": ")" << svc.dir() << R"(/outside.jpg"})" << "\n"
+          << R"({"file": "../outside.jpg"})" << "\n" << R"({"file": "collect.jsonl"})" << "\n" << "{not json\n"
+          << R"({"file": "x/odd.jpg", "model": 5, "pts": 1e308, "t": "x", "label": [1], "frame": "x", "score": null})" << "\n";
+  }
+  fs::rename(svc.dir() + "/review/x/odd.jpg.tmp", svc.dir() + "/review/x/odd.jpg");
+  auto with_odd = svc.get("/api/v1/datasets/review").parsed();
+  REQUIRE(with_odd["items"].size() == 19);  // the 18 left and x/odd.jpg, the newest line
+  CHECK(with_odd["items"][0]["file"] == "x/odd.jpg");
+  CHECK(svc.get("/api/v1/datasets").status == 200);
+  CHECK(svc.get("/api/v1/datasets/review/collect.jsonl").status == 404);
+  for (const auto* bad : {"../outside.jpg", "collect.jsonl"}) {
+    CHECK(svc.request("POST", "/api/v1/datasets/review/discard", json{{"items", {bad}}}.dump()).parsed()["discarded"] == 0);
+  }
+  CHECK(fs::exists(svc.dir() + "/outside.jpg"));
+  CHECK(fs::exists(svc.dir() + "/review/collect.jsonl"));
+  r = svc.request("POST", "/api/v1/datasets/review/label", json{{"items", {"x/odd.jpg"}}, {"label", "ball"}}.dump());
+  CHECK_MESSAGE(r.status == 200, r.body);
+
   json three = json::array({queue["items"][12]["file"], queue["items"][13]["file"], queue["items"][14]["file"]});
   r = svc.request("POST", "/api/v1/datasets/review/discard", json{{"items", three}}.dump());
   CHECK(r.status == 200);
@@ -121,8 +153,8 @@ TEST_CASE("the review queue: bounded, labelled in bulk into the dataset, discard
   CHECK(summary["review"]["waiting"] == 15);
   const auto& data = summary["datasets"][0];
   CHECK(data["name"] == "default");
-  CHECK(data["images"] == 12);
-  CHECK(data["labels"]["ball"]["train"].get<int>() + data["labels"]["ball"]["val"].get<int>() == 12);
+  CHECK(data["images"] == 13);
+  CHECK(data["labels"]["ball"]["train"].get<int>() + data["labels"]["ball"]["val"].get<int>() == 13);
 
   // Capture now: a new stream's current frame, and one region of it, under a label.
   REQUIRE(svc.add({{"name", "door"}, {"kind", "test"}, {"pattern", "snow"}, {"fps", 10}, {"width", 160}, {"height", 120},
@@ -140,7 +172,7 @@ TEST_CASE("the review queue: bounded, labelled in bulk into the dataset, discard
   CHECK(svc.request("POST", "/api/v1/datasets/default/capture", json{{"stream", "door"}, {"region", "x"}, {"label", "dark"}}.dump()).status == 404);
   CHECK(svc.request("POST", "/api/v1/datasets/nope/capture", json{{"stream", "door"}, {"label", "dark"}}.dump()).status == 404);
   CHECK(svc.file("datasets/default/labels.txt") == "ball\ndark\n");
-  CHECK(count_lines(svc.dir() + "/datasets/default/manifest.jsonl") == 14);
+  CHECK(count_lines(svc.dir() + "/datasets/default/manifest.jsonl") == 15);
 
   // Training: one job at a time; cancelled, it leaves no candidate; failed, it says why.
   CHECK(svc.request("POST", "/api/v1/models/nope/train", "{}").status == 404);
@@ -193,6 +225,17 @@ TEST_CASE("a model deployed over the API is the one a restart loads, until the c
   CHECK(svc.stop() == 0);
 
   svc.start();  // the deployed weights again
+  CHECK(svc.get("/api/v1/models").parsed()["models"][0]["id"] == deployed);
+  // A SIGHUP (the config file as it was) leaves them; a change that saves the state keeps them for the next start.
+  svc.signal("HUP");
+  for (int i = 0; i < 300 && svc.log().find("SIGHUP: streams added") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(svc.get("/api/v1/models").parsed()["models"][0]["id"] == deployed);
+  REQUIRE(svc.add({{"name", "two"}, {"kind", "test"}, {"pattern", "snow"}, {"fps", 5}}).status == 201);
+  CHECK(svc.file("state.yaml").find("over: " + fixture("basic_narrow.safetensors")) != std::string::npos);
+  CHECK(svc.stop() == 0);
+  svc.start();
   CHECK(svc.get("/api/v1/models").parsed()["models"][0]["id"] == deployed);
   CHECK(svc.stop() == 0);
 
