@@ -12,7 +12,6 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,6 +26,7 @@
 #include "app/commands.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/utc_time.hpp"
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/outputs/appsrc_feed.hpp"
 #include "pipeline/outputs/dataset_folder.hpp"
@@ -42,15 +42,6 @@ namespace {
 
 // Frames of a stream this close after a change of split are not kept (they would be near-copies across splits).
 constexpr double kSplitGapS = 0.5;
-
-std::string utc_stamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &tm);
-  return text;
-}
 
 }  // namespace
 
@@ -135,7 +126,7 @@ int capture(const CommandLine& cl, std::ostream& out) {
   if (!manifest) throw CantCreateError(fmt::format("{}: cannot write manifest.jsonl", c.dataset));
   pipeline::add_label(dataset, c.label);  // first: a capture stopped midway still leaves a dataset that reads whole
 
-  const auto run = utc_stamp();
+  const auto run = utc_now(UtcForm::kCompact);
   std::map<std::string, int64_t> per_split;
   int64_t saved = 0;
   interrupted = false;

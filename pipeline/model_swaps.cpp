@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <ctime>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/utc_time.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -17,16 +17,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr size_t kHistory = 10;
-
-std::string now_utc() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 }  // namespace
 
@@ -46,7 +36,7 @@ void check_rule_labels(const config::Config& config, const std::string& model, c
 
 ModelSwaps::ModelSwaps(const config::Config& config, std::vector<std::string> names, std::vector<ModelInfo> infos)
     : config_(config), names_(std::move(names)) {
-  const auto started = now_utc();
+  const auto started = utc_now(UtcForm::kSeconds);
   for (size_t m = 0; m < names_.size(); ++m) {
     Slot slot;
     slot.info = infos.at(m);
@@ -153,7 +143,7 @@ ModelView ModelSwaps::deploy(const std::string& name, const std::string& weights
     slot.previous_info = std::exchange(slot.info, info);
     slot.history.insert(slot.history.begin(), slot.current);
     if (slot.history.size() > kHistory) slot.history.resize(kHistory);
-    slot.current = {id, weights, now_utc()};
+    slot.current = {id, weights, utc_now(UtcForm::kSeconds)};
     out = view(slot);
   }
   log->info("model {}: {} now classifies every stream ({} before; built and switched in {:.2f} s)", name, id, before.id,
@@ -189,7 +179,7 @@ ModelView ModelSwaps::roll_back(const std::string& name, const std::vector<Engin
     was = slot.current;
     ModelVersion back = slot.history.front();
     slot.history.front() = slot.current;  // (the one rolled back from is the one to go back to now)
-    back.deployed = now_utc();
+    back.deployed = utc_now(UtcForm::kSeconds);
     slot.current = back;
     out = view(slot);
   }

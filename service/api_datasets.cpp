@@ -15,7 +15,6 @@
 // own folders: nothing a request names is written but inside them, under names the app makes.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -25,6 +24,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/utc_time.hpp"
 #include "service/api.hpp"
 #include "service/api_views.hpp"
 #include "pipeline/outputs/collector.hpp"
@@ -38,15 +38,6 @@ using json = nlohmann::json;
 using pipeline::RequestError;
 
 namespace {
-
-std::string utc_stamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &tm);
-  return text;
-}
 
 // The body as a JSON object, or why not (400/422).
 std::optional<Response> object_body(const Request& req, json& body) {
@@ -277,7 +268,7 @@ Response Api::capture_now(const Request& req, const std::string& model) {
     const double t = shot->pts_s >= 0 ? shot->pts_s
                                       : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     meta["t"] = t;
-    const auto stem = fmt::format("{}{}-{}-{:06d}", stream, region.empty() ? "" : "-" + region, utc_stamp(), shot->frame);
+    const auto stem = fmt::format("{}{}-{}-{:06d}", stream, region.empty() ? "" : "-" + region, utc_now(UtcForm::kCompact), shot->frame);
     auto line = dataset(model).add_bytes(jpeg, stem, label, t, meta);
     vc::log::get("service")->info("api: frame {} of {} captured as '{}' by {}", shot->frame, stream, label, req.client);
     return reply(201, line);
@@ -308,7 +299,7 @@ Response Api::train(const Request& req, const std::string& model) {
   if (!fs::exists(fs::path(job.dataset) / "labels.txt", ec)) {
     return error_reply(409, fmt::format("the dataset of {} is empty: label frames of the review queue or capture some", model));
   }
-  job.out = (fs::path(teach.models_dir) / model / ("candidate-" + utc_stamp() + ".safetensors")).string();
+  job.out = (fs::path(teach.models_dir) / model / ("candidate-" + utc_now(UtcForm::kCompact) + ".safetensors")).string();
   for (const auto& m : run_.models()) {
     if (m.name == model) job.compare = m.current.weights;
   }

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstring>
 #include <cstdlib>
-#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +19,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/utc_time.hpp"
 #include "config/version.hpp"
 #include "pipeline/core/control.hpp"
 #include "service/api_views.hpp"
@@ -32,15 +32,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 // A file's last `n` lines.
 std::vector<std::string> tail(const std::string& path, size_t n) {
@@ -172,7 +163,7 @@ void TrainJob::start(const Request& r) {
   cancelling_ = false;
   request_ = r;
   state_ = "running";
-  started_ = utc_now();
+  started_ = utc_now(UtcForm::kSeconds);
   ended_at_.clear();
   exit_code_ = 0;
   vc::log::get("service")->info("training job for model {} started (pid {}): {} {} --data {} --out {}", r.model, pid,
@@ -194,7 +185,7 @@ void TrainJob::watch(pid_t pid) {
   std::lock_guard lock(mutex_);
   exit_code_ = waited < 0 ? 70 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   state_ = exit_code_ == 0 ? "done" : cancelling_ ? "cancelled" : "failed";
-  ended_at_ = utc_now();
+  ended_at_ = utc_now(UtcForm::kSeconds);
   pid_ = -1;
   if (state_ != "done") {  // nothing half-written stays (train.py removes its own; a SIGKILL leaves .part files)
     std::error_code ec;

@@ -16,6 +16,7 @@
 #include "config/redact.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/utc_time.hpp"
 #include "pipeline/outputs/appsrc_feed.hpp"
 #include "pipeline/outputs/frame_image.hpp"
 #include "pipeline/results/results.hpp"
@@ -33,16 +34,6 @@ constexpr double kRingMarginS = 5;      // packets kept beyond pre_s + min_durat
 constexpr int64_t kTimelineJumpNs = 2'000'000'000;  // a keyframe this far before the newest: a new timeline
 
 int64_t ns(double s) { return int64_t(s * 1e9); }
-
-std::string utc(std::chrono::system_clock::time_point t, bool compact) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
-  char text[32];
-  std::strftime(text, sizeof text, compact ? "%Y%m%dT%H%M%SZ" : "%Y-%m-%dT%H:%M:%S", &tm);
-  return compact ? std::string(text) : fmt::format("{}.{:03}Z", text, ms);
-}
 
 // The wall-clock time of stream time `at_ns`, given that the stream is at `now_ns` now.
 std::chrono::system_clock::time_point wall(int64_t at_ns, int64_t now_ns) {
@@ -318,7 +309,7 @@ std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::
       // second, a restart): an event's files are never written over.
       for (;;) {
         slot->event.id = fmt::format("{}-{}{}-{}-{}", name, change->event.rule,
-                                     r.region.empty() ? "" : "-" + r.region, utc(start, true), ++ps.seq);
+                                     r.region.empty() ? "" : "-" + r.region, utc_text(start, UtcForm::kCompact), ++ps.seq);
         slot->base = (fs::path(settings_.dir) / name / slot->event.id).string();
         std::error_code ec;
         if (!fs::exists(slot->base + ".jpg", ec) && !fs::exists(slot->base + ".mp4", ec) &&
@@ -327,7 +318,7 @@ std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::
           break;
         }
       }
-      slot->event.start_time = utc(start, false);
+      slot->event.start_time = utc_text(start, UtcForm::kMillis);
       if (settings_.snapshots) {
         slot->event.snapshot = slot->base + ".jpg";
         slot->event.thumbnail = slot->base + "-thumb.jpg";
@@ -347,7 +338,7 @@ std::vector<StreamEvent> EventStage::on_result(const FrameResult& r, const std::
       }
       continue;
     }
-    if (change->type == "end") slot->event.end_time = utc(wall(change->event.end_ns, t), false);
+    if (change->type == "end") slot->event.end_time = utc_text(wall(change->event.end_ns, t), UtcForm::kMillis);
     out.push_back(to_stream_event(r.stream, *change, *slot, &r));
     const auto& e = out.back().rule;
     if (settings_.snapshots && frame && e.peak_frame == r.frame) {
@@ -376,7 +367,7 @@ std::vector<StreamEvent> EventStage::on_stream_end(int stream) {
     auto& slot = ps.open[k];
     if (!slot) continue;
     if (auto change = ps.trackers[k].stream_ended(std::max(slot->event.peak_ns, slot->event.start_ns))) {
-      slot->event.end_time = utc(std::chrono::system_clock::now(), false);
+      slot->event.end_time = utc_now(UtcForm::kMillis);
       out.push_back(to_stream_event(stream, *change, *slot, nullptr));
       const auto& e = out.back().rule;
       if (settings_.snapshots) queue({Job::Kind::Snapshot, "", e.id, e.snapshot, e.thumbnail, true, nullptr, {}});
