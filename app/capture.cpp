@@ -140,7 +140,7 @@ int capture(const CommandLine& cl, std::ostream& out) {
     const auto& input = cl.config.inputs[i];
     auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{8, false}});
     auto stop = std::make_shared<std::atomic<bool>>(false);
-    pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop, nullptr});
+    pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
     stream.start();
     const auto& name = stream.stats().name;
     fmt::print(stderr, "capture: frames of {} as '{}' into {}{} (Ctrl-C stops it)\n", stream.stats().source, c.label,

@@ -20,7 +20,7 @@ namespace {
 std::vector<uint16_t> first_frame(const config::Input& input, const inference::PreprocessParams& params) {
   auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{4, false}});
   auto stop = std::make_shared<std::atomic<bool>>(false);
-  pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop, nullptr});
+  pipeline::Stream stream(0, input, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
   stream.start();
   std::vector<pipeline::Frame> frames;
   while (frames.empty() && !hub->all_done()) frames = hub->pop_batch(1, std::chrono::microseconds(0));

@@ -198,6 +198,8 @@ struct Api {
   int max_body_kb = 64;
   double rate_per_s = 10;                 // changes per second per client
   int mjpeg_clients = 8;
+  int live_clients = 64;                  // live video viewers (live.mp4) and result streams at once, in all
+  int live_clients_per_stream = 16;       // and of one stream
   double snapshot_interval_s = 0.5;
   // The HTTP server's bounds (with or without the API): Host names it answers to besides localhost and IP addresses,
   // connections at once in all and from one client address.

@@ -279,4 +279,9 @@ void EngineLane::let_go() {
   }
 }
 
+EngineInfo EngineLane::info() const {
+  const auto why = failure();
+  return {index(), cuda_device(), engine_name(), &stats(), why ? why->message : ""};
+}
+
 }  // namespace vc::pipeline

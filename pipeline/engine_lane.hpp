@@ -22,6 +22,7 @@
 
 #include "inference/classifier.hpp"
 #include "pipeline/batching/frame_hub.hpp"
+#include "pipeline/core/control.hpp"
 #include "pipeline/core/failure.hpp"
 #include "pipeline/core/stats.hpp"
 #include "pipeline/post_stage.hpp"
@@ -71,6 +72,7 @@ class EngineLane {
   [[nodiscard]] const EngineStats& stats() const { return stats_; }
   // Why its engine failed, once it has.
   [[nodiscard]] std::optional<Failure> failure() const;
+  [[nodiscard]] EngineInfo info() const;  // what the service shows of it
 
  private:
   struct InFlight {

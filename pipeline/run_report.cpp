@@ -257,4 +257,12 @@ void settle_exit_status(RunSummary& summary, const std::vector<std::optional<Fai
   }
 }
 
+void warn_if_writing_nothing(const config::Config& cfg) {
+  if (cfg.output.kind == config::OutputKind::None && cfg.output.results.empty() && !cfg.mqtt.enabled &&
+      cfg.events.rules.empty() && !cfg.metrics.enabled && !cfg.api.enabled) {
+    vc::log::get("pipeline")->warn("classifying, but writing nothing: add --output FILE.mp4 or --set "
+                                   "output.results=FILE.jsonl (or - for stdout)");
+  }
+}
+
 }  // namespace vc::pipeline

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
 #include "config/errors.hpp"
 #include "pipeline/core/events.hpp"
 #include "pipeline/core/failure.hpp"
@@ -122,5 +123,8 @@ void report_losses(RunSummary& summary, const EventStats* events, const std::str
 // `stop_grace` with no stream finishing (what they delivered may be short: never a clean exit).
 void settle_exit_status(RunSummary& summary, const std::vector<std::optional<Failure>>& failures,
                         std::chrono::seconds stop_grace);
+
+// Warns a run that would write nothing anywhere (no output, no results, no service) of it, with what to add.
+void warn_if_writing_nothing(const config::Config& cfg);
 
 }  // namespace vc::pipeline

@@ -1,12 +1,8 @@
 #include "pipeline/runner.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
-#include <filesystem>
 #include <mutex>
 #include <optional>
 
@@ -17,6 +13,7 @@
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/engine_lane.hpp"
 #include "pipeline/event_gate.hpp"
+#include "pipeline/live/live_hub.hpp"
 #include "pipeline/model_swaps.hpp"
 #include "pipeline/outputs/collector.hpp"
 #include "pipeline/outputs/output_paths.hpp"
@@ -47,14 +44,6 @@ constexpr int kOutputCredits = 8;
 constexpr auto kIdleWait = 200ms;
 // Sources opened at once when the run starts.
 constexpr size_t kStartThreads = 16;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-QueuePolicy queue_policy(const config::Input& in, bool live) {
-  const bool drop = in.drop == config::DropPolicy::Drop || (in.drop == config::DropPolicy::Auto && live);
-  // A live stream keeps only the freshest frames; a file keeps a few ready so the batcher never waits on it.
-  return {drop ? size_t(2) : size_t(8), drop};
-}
 
 std::vector<std::unique_ptr<inference::Classifier>> one(std::unique_ptr<inference::Classifier> classifier) {
   std::vector<std::unique_ptr<inference::Classifier>> engines;
@@ -135,12 +124,15 @@ class Runner::Impl final : public RunControl {
       sinks.push_back(std::make_unique<JsonLinesSink>(cfg_.output.results, names, cfg_.output.results_timing));
     }
     if (cfg_.mqtt.enabled) sinks.push_back(std::make_unique<MqttSink>(cfg_.mqtt, names));
+    if (cfg_.api.enabled) sinks.push_back(live_.results_sink());
     if (!cfg_.events.rules.empty()) {
       const auto& whole_labels = models_.front() == "default" ? model_infos_.front().labels : std::vector<std::string>{};
       event_stage_ = std::make_unique<EventStage>(cfg_, stats, whole_labels, overlay, event_stats_, capacity_,
                                                   region_labels(cfg_, {models_, model_infos_, {}}));
+    }
+    {
       std::lock_guard lock(table_.mutex());
-      for (auto& stream : table_.list()) stream->set_packet_sink(event_stage_->packet_sink(stream->id()));
+      for (auto& stream : table_.list()) take_packets(*stream);
     }
     post_ = std::make_unique<PostStage>(cfg_, model_infos_, stats, std::move(sinks), *outputs_, event_stage_.get(), capacity_);
     if (cfg_.api.enabled) {
@@ -169,10 +161,7 @@ class Runner::Impl final : public RunControl {
   const EngineStats& engine() const override { return lanes_.front()->stats(); }
   std::vector<EngineInfo> engines() const override {
     std::vector<EngineInfo> out;
-    for (const auto& l : lanes_) {
-      const auto failure = l->failure();
-      out.push_back({l->index(), l->cuda_device(), l->engine_name(), &l->stats(), failure ? failure->message : ""});
-    }
+    for (const auto& l : lanes_) out.push_back(l->info());
     return out;
   }
   std::vector<SinkStatus> sinks() const override { return post_->sink_status(); }
@@ -215,10 +204,8 @@ class Runner::Impl final : public RunControl {
     auto stream = std::make_unique<Stream>(id, input, gpu_frames_, environment(), std::move(opened));
     StreamStats& stats = stream->stats();
     try {
-      if (event_stage_) {
-        event_stage_->add_stream(id, stats);
-        stream->set_packet_sink(event_stage_->packet_sink(id));
-      }
+      if (event_stage_) event_stage_->add_stream(id, stats);
+      take_packets(*stream);
       stream->start();
     } catch (...) {
       hub_->discard(id);
@@ -282,6 +269,14 @@ class Runner::Impl final : public RunControl {
                 : snapshots_->jpeg(found->slot, *found->stats, max_width, wait, clean);
   }
 
+  std::shared_ptr<void> watch_video(const std::string& name, LiveViewer viewer, uint64_t& session) override {
+    return live_.watch_video(name, std::move(viewer), session);
+  }
+  std::shared_ptr<void> watch_results(const std::string& name, std::function<bool(const std::string&)> send,
+                                      std::function<void()> end) override {
+    return live_.watch_results(name, std::move(send), std::move(end));
+  }
+
   std::vector<RecentEvent> recent_events(const std::string& stream, const std::string& type, uint64_t since,
                                          size_t limit) const override {
     return recent_.list(stream, type, since, limit);
@@ -324,11 +319,7 @@ class Runner::Impl final : public RunControl {
   RunSummary run(const std::atomic<int>& stop) {
     RunSummary summary;
     summary.engine = engine_name_;
-    if (cfg_.output.kind == config::OutputKind::None && cfg_.output.results.empty() && !cfg_.mqtt.enabled &&
-        cfg_.events.rules.empty() && !cfg_.metrics.enabled && !cfg_.api.enabled) {
-      log_->warn("classifying, but writing nothing: add --output FILE.mp4 or --set output.results=FILE.jsonl (or - for "
-                 "stdout)");
-    }
+    warn_if_writing_nothing(cfg_);
     const auto start = start_ = Clock::now();
     bool any_live = false, any_file = false;
     for (auto& s : table_.list()) (s->live() ? any_live : any_file) = true;
@@ -380,7 +371,7 @@ class Runner::Impl final : public RunControl {
     }
     progress.done();
     shut_down(summary);
-    summary.seconds = seconds_between(start, Clock::now());
+    summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     tally(summary, start);
     return summary;
   }
@@ -389,7 +380,14 @@ class Runner::Impl final : public RunControl {
   StreamEnvironment environment() {
     return {hub_, [gate = events_](StreamEvent e) { gate->submit(std::move(e)); },
             [placer = placer_](int stream, const DecodeLoad& load) { return placer->place(stream, load); }, stopping_,
-            nullptr};
+            nullptr, {}};
+  }
+
+  // Where a stream's packets go: its event clips, its live viewers.
+  void take_packets(Stream& s) {
+    PacketSink clips = event_stage_ ? event_stage_->packet_sink(s.id()) : PacketSink{};
+    if (cfg_.api.enabled) live_.add_stream(s, std::move(clips));
+    else if (clips) s.set_packet_sink(std::move(clips));
   }
 
   // The lanes a model switch goes to: every one, while the run takes requests and no engine has failed.
@@ -576,6 +574,7 @@ class Runner::Impl final : public RunControl {
   std::atomic<bool> added_live_{false};
   std::unique_ptr<OutputStage> outputs_;
   EventStats event_stats_;
+  LiveHub live_;                             // before post_: one of its sinks is the hub's (api.enabled)
   std::unique_ptr<EventStage> event_stage_;  // before post_: the post stage uses it
   std::unique_ptr<Snapshots> snapshots_;     // (api.enabled)
   std::unique_ptr<Collector> collector_;     // (output.collect.dir)

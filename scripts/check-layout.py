@@ -17,7 +17,7 @@ FLOORS = [
     ["pipeline/core"],
     ["pipeline/batching", "pipeline/sources", "pipeline/results", "pipeline/regions"],
     ["pipeline/outputs"],
-    ["pipeline/events"],
+    ["pipeline/events", "pipeline/live"],
     ["pipeline"],
     ["service"],
     ["app"],

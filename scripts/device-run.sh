@@ -21,6 +21,9 @@
 #   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
 #              removed over and over through the run's control interface (what the REST API calls): the 64 must
 #              drop nothing; time to the added stream's first result and to a removal finalized (not in the default)
+#   live       scripts/live-check.py: VC_LIVE_STREAMS (64) live 1080p30 H.264 streams as a service, measured in windows:
+#              nobody watching, live.mp4 viewers (20 of one stream; one on each of VC_LIVE_WATCHED, 16, streams),
+#              an MJPEG viewer — the app's CPU, p99, fps; nothing may drop (not in the default)
 #   gpus       inference.gpus on the GPUs there (VC_GPUS, default "0,0": two engines on one GPU when there is only one): 4
 #              NVDEC streams spread over the engines, the same top-1 on every frame as one engine, each engine's
 #              share in the summary; then bench_pipeline's live run with --gpus (VC_GPUS_LIVE streams, default 64)
@@ -222,6 +225,15 @@ if want swap; then
   # (and the same network with other weights, under test patterns: the quick swap a fine-tuned model makes)
   scripts/swap-check.py --app "$(command -v video-classifier)" --streams 16 --device cuda --json "$out/swap-tuned.json" 2>&1 |
     tee "$out/swap-tuned.log" || status=1
+fi
+if want live; then
+  stage "live view: ${VC_LIVE_STREAMS:-64} live 1080p30 H.264 streams classified while ${VC_LIVE_WATCHED:-16} are watched (live.mp4)"
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1920,height=1080,framerate=30/1,format=I420 \
+    ! x264enc bitrate=6000 speed-preset=superfast key-int-max=30 ! video/x-h264,profile=high ! h264parse ! mp4mux \
+    ! filesink location=/tmp/vc-live-1080.mp4 || status=1
+  scripts/live-check.py --app "$(command -v video-classifier)" --streams "${VC_LIVE_STREAMS:-64}" --file /tmp/vc-live-1080.mp4 \
+    --viewers 20 --watch "${VC_LIVE_WATCHED:-16}" --device cuda --seconds "${VC_LIVE_WINDOW_S:-15}" --json "$out/live.json" 2>&1 |
+    tee "$out/live.log" || status=1
 fi
 if want gpus; then
   stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"

@@ -40,7 +40,7 @@ constexpr size_t kLiveQueueBytes = 4 << 20;
 }  // namespace
 
 Api::Api(const config::Api& settings, pipeline::RunControl& run)
-    : settings_(settings), run_(run), access_(settings), allowed_dirs_(settings.allowed_dirs) {
+    : settings_(settings), run_(run), access_(settings), allowed_dirs_(settings.allowed_dirs), live_(settings, run) {
   init_teaching();
   std::error_code ec;
   if (!settings_.state_file.empty() && fs::exists(settings_.state_file, ec)) {
@@ -386,6 +386,10 @@ void Api::install(http::Router& router) {
              [this](Request& req) { return snapshot(req, req.params[0]); });
   router.add("GET", "/api/v1/streams/{}/live.mjpeg", Access::Read, Lane::Reads, 0,
              [this](Request& req) { return mjpeg(req, req.params[0]); });
+  router.add("GET", "/api/v1/streams/{}/live.mp4", Access::Read, Lane::Reads, 0,
+             [this](Request& req) { return live_.video(req.params[0]); });
+  router.add("GET", "/api/v1/streams/{}/results", Access::Read, Lane::Reads, 0,
+             [this](Request& req) { return live_.results(req.params[0]); });
   router.add("GET", "/api/v1/streams/{}/regions", Access::Read, Lane::Reads, 0, [this](Request& req) {
     try {
       return regions(req.params[0]);

@@ -7,6 +7,7 @@
 //   GET    /api/v1/streams/NAME/snapshot.jpg  its latest labelled frame (?width=N), made at most every
 //                                             api.snapshot_interval_s
 //   GET    /api/v1/streams/NAME/live.mjpeg    the same as a multipart MJPEG stream (api.mjpeg_clients viewers at once)
+//   GET    /api/v1/streams/NAME/live.mp4      its own video remuxed, and …/results its results as they come: live/live_views.hpp
 //   GET    /api/v1/events?stream=&type=&since=&limit=   the latest events (since: a seq the last answer gave)
 //   GET    /api/v1/event-files/PATH           an event's snapshot, thumbnail or clip (byte ranges for the player)
 //   GET    /api/v1/config                     the effective configuration (credentials in URIs replaced)
@@ -36,6 +37,7 @@
 #include "pipeline/core/control.hpp"
 #include "service/api_access.hpp"
 #include "service/api_files.hpp"
+#include "service/live/live_views.hpp"
 #include "pipeline/outputs/dataset_folder.hpp"
 #include "service/review_queue.hpp"
 #include "service/train_job.hpp"
@@ -74,6 +76,9 @@ class Api {
   // SIGHUP: deploys every model of the run whose weights `fresh` (the config file read again) names differently;
   // returns what it did, a line each ("default: deployed default@3f2a…", "gate: …: why it failed").
   std::vector<std::string> redeploy(const config::Config& fresh);
+
+  // The live video and result streams (live/live_views.hpp).
+  [[nodiscard]] const LiveViews& live_views() const { return live_; }
 
  private:
   http::Response add(const http::Request& req);
@@ -122,6 +127,7 @@ class Api {
   pipeline::Clock::time_point started_ = pipeline::Clock::now();
   // The live views' producers: one thread each, at most api.mjpeg_clients.
   std::atomic<int> mjpeg_clients_{0};
+  LiveViews live_;
   std::atomic<bool> stopping_{false};
   std::mutex views_mutex_;
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> views_;  // thread, finished

@@ -195,6 +195,23 @@ std::string render_metrics(const pipeline::RunControl& run) {
   return std::move(t).str();
 }
 
+std::string render_live_metrics(const std::map<std::string, LiveViews::Counts>& live) {
+  Text t;
+  const auto each = [&](const char* name, const char* type, const char* help, auto value) {
+    t.family(name, type, help);
+    for (const auto& [stream, c] : live) t.sample(name, fmt::format("stream=\"{}\"", label(stream)), double(value(c)));
+  };
+  each("vc_live_viewers", "gauge", "viewers of the stream's live video (live.mp4) now",
+       [](const LiveViews::Counts& c) { return c.viewers; });
+  each("vc_live_result_streams", "gauge", "result streams of the stream open now",
+       [](const LiveViews::Counts& c) { return c.result_streams; });
+  each("vc_live_sent_bytes_total", "counter", "bytes of live video and results queued for the stream's viewers",
+       [](const LiveViews::Counts& c) { return c.bytes; });
+  each("vc_live_skipped_total", "counter", "pieces the stream's slow viewers skipped (a video viewer: up to a keyframe)",
+       [](const LiveViews::Counts& c) { return c.skipped; });
+  return std::move(t).str();
+}
+
 std::pair<bool, std::string> render_health(const pipeline::RunControl& run, double stall_s, Clock::time_point started) {
   bool healthy = true;
   nlohmann::json rows = nlohmann::json::array();

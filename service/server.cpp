@@ -33,7 +33,9 @@ Server::Server(const config::Config& config, pipeline::RunControl& run) : settin
     });
   }
   router_.add("GET", "/metrics", Access::Open, Lane::Reads, 0, [this](http::Request&) {
-    return Response(200, render_metrics(run_), "text/plain; version=0.0.4; charset=utf-8");
+    auto text = render_metrics(run_);
+    if (api_) text += render_live_metrics(api_->live_views().counts());
+    return Response(200, std::move(text), "text/plain; version=0.0.4; charset=utf-8");
   });
   // Health and readiness never wait for a worker: a probe is answered whatever the API's clients are doing.
   router_.add("GET", "/healthz", Access::Open, Lane::Inline, 0, [this](http::Request&) {

@@ -79,7 +79,7 @@ inline int64_t count_frames(const std::string& file, int* width = nullptr, int* 
   in.path = file;
   in.name = "count";
   int64_t n = 0;
-  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
   s.start();
   for (;;) {
     auto batch = hub->pop_batch(64, std::chrono::microseconds(0));

@@ -225,4 +225,9 @@ bool FrameHub::closed(int stream) const {
   return queues_.at(size_t(stream)).closed;
 }
 
+QueuePolicy queue_policy(const config::Input& in, bool live) {
+  const bool drop = in.drop == config::DropPolicy::Drop || (in.drop == config::DropPolicy::Auto && live);
+  return {drop ? size_t(2) : size_t(8), drop};
+}
+
 }  // namespace vc::pipeline

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "config/config.hpp"
 #include "pipeline/core/frame.hpp"
 
 namespace vc::pipeline {
@@ -23,6 +24,9 @@ struct QueuePolicy {
   size_t capacity = 8;
   bool drop_oldest = false;
 };
+// An input's queue (`live`: a camera, a network stream): a live stream keeps only the freshest frames, a file a few
+// ready so that the batcher never waits on it; input.drop says otherwise.
+QueuePolicy queue_policy(const config::Input& in, bool live);
 
 class FrameHub {
  public:

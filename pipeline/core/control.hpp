@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -69,6 +70,15 @@ struct ModelView {
   std::vector<std::string> labels;
   std::vector<ModelVersion> history;  // the weights it had before, newest first (at most 10)
   bool can_roll_back = false;         // the one before is still built (history.front())
+};
+
+// A viewer of a stream's live video (pipeline/live/live_feed.hpp): handed, on the muxer's thread (must not block),
+// the bytes of a fragmented MP4 — the init segment, then fragments — and whether a fragment starts with a keyframe.
+// send() says false once the viewer has gone; end(): nothing more comes (the stream ended, or its video changed
+// format: a viewer starts again).
+struct LiveViewer {
+  std::function<bool(const std::string& bytes, bool keyframe)> send;
+  std::function<void()> end;
 };
 
 class RunControl {
@@ -145,6 +155,22 @@ class RunControl {
   // to). Throws RequestError 404, 409 (nothing to go back to, a deploy under way), 503.
   virtual ModelView roll_back_model(const std::string& name) {
     throw RequestError(404, "no model is named '" + name + "'");
+  }
+
+  // The live view (with api.enabled): a viewer of a stream's own video remuxed, never encoded (a raw source is encoded
+  // once, while watched); it watches as long as the handle is held, `session` says which run of the stream's muxer it
+  // sees. Throws RequestError 404 (no such stream), 415 (its codec cannot go into MP4), 503 (it has ended).
+  [[nodiscard]] virtual std::shared_ptr<void> watch_video(const std::string& name, LiveViewer /*viewer*/,
+                                                          uint64_t& /*session*/) {
+    throw RequestError(404, "no stream is named '" + name + "'");
+  }
+  // A subscriber to a stream's results lines as they come (each with "live": its frame's place in the live video,
+  // while watched): `send(line)` on the post stage's thread, must not block, false once gone; `end()` when the stream
+  // ends. Throws RequestError 404.
+  [[nodiscard]] virtual std::shared_ptr<void> watch_results(const std::string& name,
+                                                            std::function<bool(const std::string&)> /*send*/,
+                                                            std::function<void()> /*end*/) {
+    throw RequestError(404, "no stream is named '" + name + "'");
   }
 };
 

@@ -53,6 +53,7 @@ struct SourceSpec {
   bool gpu_frames = false;             // NVDEC output may stay in GPU memory (a CUDA engine, no video output)
   Placer place;                        // may be empty: any decoder, frames through host memory
   PacketSink on_packet;                // the compressed video before the decoder (raw video: encoded for it); may be empty
+  std::function<bool()> packets_wanted;  // raw video: whether to encode it now (empty: always)
 };
 
 class GstSource {
@@ -135,6 +136,7 @@ class GstSource {
   mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_
   std::deque<GstClockTime> damaged_pts_;  // damaged pictures on their way from the decoder to the appsink
   std::shared_ptr<GstCaps> packet_caps_;  // the packets' caps (a streaming thread's only)
+  bool encoding_ = false;                 // raw video: the packet encoder has pictures (its branch's thread only)
   std::string decoder_;
   std::optional<Failure> pending_failure_;
   std::shared_ptr<GstContext> cuda_context_;  // the placed engine's, held while its decoder may use it (streaming thread)

@@ -1,6 +1,7 @@
 #include "pipeline/sources/packets.hpp"
 
 #include <gst/app/gstappsink.h>
+#include <gst/video/video.h>
 
 #include <algorithm>
 
@@ -45,7 +46,8 @@ GstElement* GstSource::add_packet_branch(GstElement* tee) {
   gst_util_set_object_arg(G_OBJECT(encoder), "speed-preset", "ultrafast");
   gst_util_set_object_arg(G_OBJECT(encoder), "tune", "zerolatency");
   GstElement* sink = add_element(p, "appsink");
-  g_object_set(sink, "sync", FALSE, "max-buffers", 64u, "drop", TRUE, "enable-last-sample", FALSE, nullptr);
+  // (not async: while nobody watches it gets no picture, and the pipeline must not wait for one to start)
+  g_object_set(sink, "sync", FALSE, "async", FALSE, "max-buffers", 64u, "drop", TRUE, "enable-last-sample", FALSE, nullptr);
   GstAppSinkCallbacks callbacks{};
   callbacks.new_sample = [](GstAppSink* s, gpointer self) {
     auto* source = static_cast<GstSource*>(self);
@@ -59,6 +61,21 @@ GstElement* GstSource::add_packet_branch(GstElement* tee) {
     return GST_FLOW_OK;
   };
   gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, this, nullptr);
+  // Encoded only while wanted (a live viewer watches; event clips always want it): pictures stop before the encoder
+  // otherwise, and when they start again the encoder is asked for a keyframe, so that a viewer sees one at once.
+  if (spec_.packets_wanted) {
+    PadPtr out(gst_element_get_static_pad(queue, "src"));
+    gst_pad_add_probe(out.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad* pad, GstPadProbeInfo*, gpointer self) {
+      auto* source = static_cast<GstSource*>(self);
+      const bool wanted = source->spec_.packets_wanted();
+      if (wanted && !source->encoding_) {
+        gst_pad_push_event(pad, gst_video_event_new_downstream_force_key_unit(GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE,
+                                                                              GST_CLOCK_TIME_NONE, TRUE, 0));
+      }
+      source->encoding_ = wanted;
+      return wanted ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
+    }, this, nullptr);
+  }
   GstElement* parse = add_element(p, "h264parse");
   link_chain({queue, add_element(p, "videoconvert"),
               add_capsfilter(p, gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr)), encoder,

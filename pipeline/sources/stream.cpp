@@ -156,7 +156,7 @@ std::unique_ptr<GstSource> Stream::open(const std::string& image_file) {
     std::lock_guard lock(regions_mutex_);
     input = input_;
   }
-  SourceSpec spec{std::move(input), image_file, "", gpu_frames_, std::move(place), env_.on_packet};
+  SourceSpec spec{std::move(input), image_file, "", gpu_frames_, std::move(place), env_.on_packet, env_.packets_wanted};
   if (opened_ && !opened_->directory) spec.open_path = opened_->proc_path();
   if (opened_ && opened_->directory && !image_file.empty()) {  // one image of an opened folder: opened from it
     image_fd_.reset();

@@ -36,7 +36,8 @@ struct StreamEnvironment {
   // The engine (and GPU) for a stream whose format is now known; the same one again on every reconnect. May be empty.
   std::function<Placement(int stream, const DecodeLoad&)> place;
   std::shared_ptr<const std::atomic<bool>> stop;
-  PacketSink on_packet;                         // the compressed video, for event clips; may be empty
+  PacketSink on_packet;                         // the compressed video, for event clips and live viewers; may be empty
+  std::function<bool()> packets_wanted;         // whether a raw source's packets are wanted now (empty: always)
 };
 
 // A GstContext reference held jointly (gst_context_unref when the last holder lets go).
@@ -57,8 +58,12 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // Where the source's compressed video goes (event clips); before start().
-  void set_packet_sink(PacketSink sink) { env_.on_packet = std::move(sink); }
+  // Where the source's compressed video goes (event clips, live viewers); before start(). `wanted`: whether a raw
+  // source's packets (encoded for them) are wanted now; empty: always.
+  void set_packet_sink(PacketSink sink, std::function<bool()> wanted = {}) {
+    env_.on_packet = std::move(sink);
+    env_.packets_wanted = std::move(wanted);
+  }
   // Opens the source (so that a missing file or camera fails the run at once, with its message and exit code)
   // and starts supervising it on the stream's thread.
   void start();

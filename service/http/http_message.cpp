@@ -66,18 +66,18 @@ void split_target(std::string_view target, std::string& path, std::map<std::stri
 }
 
 // (wake_ is called under the lock: once close() has returned, no producer wakes the server any more.)
-bool LiveBody::push(std::string piece) {
+LiveBody::Offered LiveBody::offer(std::string piece) {
   std::lock_guard lock(mutex_);
-  if (closed_ || finished_) return !closed_;
-  if (piece.empty()) return true;
+  if (closed_) return Offered::Closed;
+  if (finished_ || piece.empty()) return Offered::Queued;
   if (queued_ + piece.size() > max_queued_ && !queue_.empty()) {
     ++skipped_;  // the client is behind: it skips this piece (the producer never waits for it)
-    return true;
+    return Offered::Skipped;
   }
   queued_ += piece.size();
   queue_.push_back(std::move(piece));
   if (wake_) wake_();
-  return true;
+  return Offered::Queued;
 }
 
 void LiveBody::finish() {
@@ -93,6 +93,7 @@ bool LiveBody::take(std::string& piece, bool& ended) {
   piece = std::move(queue_.front());
   queue_.pop_front();
   queued_ -= piece.size();
+  sent_ += int64_t(piece.size());
   return true;
 }
 

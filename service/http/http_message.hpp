@@ -49,7 +49,14 @@ class LiveBody {
  public:
   explicit LiveBody(size_t max_queued_bytes) : max_queued_(max_queued_bytes) {}
   // Queues a piece; false once the client has gone or the server stops (the producer should stop then).
-  bool push(std::string piece);
+  bool push(std::string piece) { return offer(std::move(piece)) != Offered::Closed; }
+  // The same, saying whether the piece was queued or skipped (a producer whose pieces depend on each other — video —
+  // resumes where a piece stands on its own).
+  enum class Offered { Queued, Skipped, Closed };
+  Offered offer(std::string piece);
+  // Something held as long as the body (a viewer's place in what it watches).
+  void hold(std::shared_ptr<void> what) { held_ = std::move(what); }
+  [[nodiscard]] int64_t sent_bytes() const { return sent_.load(); }
   // The producer's end: what is queued is sent, then the body ends.
   void finish();
   [[nodiscard]] bool open() const { return !closed_.load(); }
@@ -70,6 +77,8 @@ class LiveBody {
   std::function<void()> wake_;
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> skipped_{0};
+  std::atomic<int64_t> sent_{0};  // bytes of the pieces taken by the server
+  std::shared_ptr<void> held_;
 };
 
 struct Response {

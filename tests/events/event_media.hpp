@@ -82,7 +82,7 @@ inline std::vector<uint8_t> first_frame_luma(const std::string& file, config::In
   in.kind = kind;
   in.path = file;
   in.name = "first";
-  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
   s.start();
   std::vector<uint8_t> y;
   for (;;) {

@@ -34,7 +34,7 @@ pipeline::Frame first_frame(config::Input in) {
   auto hub = std::make_shared<pipeline::FrameHub>(std::vector<pipeline::QueuePolicy>{{4, false}});
   auto stop = std::make_shared<std::atomic<bool>>(false);
   in.max_frames = 1;
-  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
   s.start();
   std::optional<pipeline::Frame> frame;
   for (;;) {

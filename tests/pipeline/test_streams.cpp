@@ -171,8 +171,8 @@ TEST_CASE("sources torn down while frames are in flight, many times: no hang, no
     file.name = "file";
     // Frames outlive their sources here (declared first, destroyed last), as frames in a batch in flight do.
     std::vector<std::vector<pipeline::Frame>> held;
-    pipeline::Stream a(0, live, false, {hub, nullptr, nullptr, stop, nullptr});
-    pipeline::Stream b(1, file, false, {hub, nullptr, nullptr, stop, nullptr});
+    pipeline::Stream a(0, live, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
+    pipeline::Stream b(1, file, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
     a.start();
     b.start();
     // Take a few batches (holding their frames, as the engine would), then stop with frames still queued.
@@ -203,7 +203,7 @@ TEST_CASE("a looping file plays again in the same pipeline: every pass whole, fr
   in.max_frames = 50;  // two passes and a half
   // A GStreamer critical warning aborts (appsink once warned at each seek while frames held its sample).
   const auto fatal = g_log_set_always_fatal(GLogLevelFlags(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_ERROR));
-  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
   s.start();
   std::vector<pipeline::Frame> frames;
   for (;;) {
@@ -236,7 +236,7 @@ TEST_CASE("a file held back by a slow engine is not a stalled source: its watchd
   in.path = file;
   in.name = "held-back";
   in.stall_timeout_s = 1;
-  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr});
+  pipeline::Stream s(0, in, false, {hub, nullptr, nullptr, stop, nullptr, nullptr});
   s.start();
   std::this_thread::sleep_for(2500ms);
   int64_t n = 0;
@@ -260,7 +260,7 @@ TEST_CASE("a name added again lets go of its ended stream everywhere: every stag
     config::Input in;
     in.kind = config::InputKind::Test;
     in.name = name;
-    auto s = std::make_unique<pipeline::Stream>(slot, in, false, pipeline::StreamEnvironment{hub, {}, {}, stop, {}});
+    auto s = std::make_unique<pipeline::Stream>(slot, in, false, pipeline::StreamEnvironment{hub, {}, {}, stop, {}, {}});
     s->stats().closed = ended;  // (as the post stage marks a stream that has ended)
     return s;
   };

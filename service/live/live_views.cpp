@@ -1,0 +1,125 @@
+#include "service/live/live_views.hpp"
+
+#include <fmt/format.h>
+
+#include "service/api_views.hpp"
+
+namespace vc::service {
+namespace {
+
+using http::LiveBody;
+using http::Response;
+
+constexpr size_t kVideoQueueBytes = size_t(4) << 20;   // a viewer's unsent video (seconds of it): beyond, it skips
+constexpr size_t kResultQueueBytes = size_t(256) << 10;  // a result stream's unsent lines
+
+}  // namespace
+
+std::shared_ptr<void> LiveViews::claim(const std::string& name, bool results, std::shared_ptr<Counters>& counters) {
+  {
+    std::lock_guard lock(mutex_);
+    auto& c = streams_[name];
+    if (!c) c = std::make_shared<Counters>();
+    counters = c;
+  }
+  auto& total = results ? result_streams_ : viewers_;
+  auto& mine = results ? counters->result_streams : counters->viewers;
+  const char* what = results ? "result streams" : "live viewers";
+  if (++*total > settings_.live_clients) {
+    --*total;
+    throw pipeline::RequestError(503, fmt::format("{} {} are open already (api.live_clients)", settings_.live_clients, what));
+  }
+  if (++mine > settings_.live_clients_per_stream) {
+    --mine;
+    --*total;
+    throw pipeline::RequestError(503, fmt::format("{} {} of stream {} are open already (api.live_clients_per_stream)",
+                                                  settings_.live_clients_per_stream, what, name));
+  }
+  return std::shared_ptr<void>(nullptr, [total, counters, results](void*) {
+    --*total;
+    --(results ? counters->result_streams : counters->viewers);
+  });
+}
+
+Response LiveViews::video(const std::string& name) {
+  try {
+    std::shared_ptr<Counters> counters;
+    auto place = claim(name, false, counters);
+    auto body = std::make_shared<LiveBody>(kVideoQueueBytes);
+    std::weak_ptr<LiveBody> weak = body;
+    pipeline::LiveViewer viewer;
+    // A piece skipped (the viewer is behind) leaves the next ones undecodable: it skips up to the next keyframe.
+    viewer.send = [weak, counters, need_key = false](const std::string& bytes, bool keyframe) mutable {
+      const auto b = weak.lock();
+      if (!b) return false;
+      if (need_key && !keyframe) {
+        ++counters->skipped;
+        return true;
+      }
+      switch (b->offer(bytes)) {
+        case LiveBody::Offered::Closed: return false;
+        case LiveBody::Offered::Skipped:
+          need_key = true;
+          ++counters->skipped;
+          return true;
+        case LiveBody::Offered::Queued: break;
+      }
+      need_key = false;
+      counters->bytes += int64_t(bytes.size());
+      return true;
+    };
+    viewer.end = [weak] {
+      if (const auto b = weak.lock()) b->finish();
+    };
+    uint64_t session = 0;
+    auto watch = run_.watch_video(name, std::move(viewer), session);
+    body->hold(std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(std::move(watch), std::move(place)));
+    Response r;
+    r.content_type = "video/mp4";
+    r.header("Cache-Control", "no-store");
+    r.header("X-Live-Session", std::to_string(session));
+    r.live = std::move(body);
+    return r;
+  } catch (const pipeline::RequestError& e) {
+    return error_reply(e.status(), e.what());
+  }
+}
+
+Response LiveViews::results(const std::string& name) {
+  try {
+    std::shared_ptr<Counters> counters;
+    auto place = claim(name, true, counters);
+    auto body = std::make_shared<LiveBody>(kResultQueueBytes);
+    std::weak_ptr<LiveBody> weak = body;
+    auto send = [weak, counters](const std::string& line) {
+      const auto b = weak.lock();
+      if (!b) return false;
+      const auto offered = b->offer(fmt::format("data: {}\n\n", line));
+      if (offered == LiveBody::Offered::Skipped) ++counters->skipped;
+      if (offered == LiveBody::Offered::Queued) counters->bytes += int64_t(line.size() + 8);
+      return offered != LiveBody::Offered::Closed;
+    };
+    auto end = [weak] {
+      if (const auto b = weak.lock()) b->finish();
+    };
+    auto watch = run_.watch_results(name, std::move(send), std::move(end));
+    body->hold(std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(std::move(watch), std::move(place)));
+    body->push(": results\n\n");  // (a comment: the events start with the next result)
+    Response r;
+    r.content_type = "text/event-stream";
+    r.header("Cache-Control", "no-store");
+    r.live = std::move(body);
+    return r;
+  } catch (const pipeline::RequestError& e) {
+    return error_reply(e.status(), e.what());
+  }
+}
+
+std::map<std::string, LiveViews::Counts> LiveViews::counts() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, Counts> out;
+  for (const auto& [name, c] : streams_) out[name] = {c->viewers.load(), c->result_streams.load(), c->bytes.load(), c->skipped.load()};
+  return out;
+}
+
+}  // namespace vc::service
