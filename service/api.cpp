@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -389,7 +390,15 @@ void Api::install(http::Router& router) {
   router.add("GET", "/api/v1/streams/{}/live.mp4", Access::Read, Lane::Reads, 0,
              [this](Request& req) { return live_.video(req.params[0]); });
   router.add("GET", "/api/v1/streams/{}/results", Access::Read, Lane::Reads, 0,
-             [this](Request& req) { return live_.results(req.params[0]); });
+             [this](Request& req) { return live_.results({req.params[0]}, true); });
+  router.add("GET", "/api/v1/results", Access::Read, Lane::Reads, 0, [this](Request& req) {
+    std::vector<std::string> names;
+    std::istringstream all(req.param("streams"));
+    for (std::string name; std::getline(all, name, ',');) {
+      if (!name.empty()) names.push_back(name);
+    }
+    return live_.results(names, false);
+  });
   router.add("GET", "/api/v1/streams/{}/regions", Access::Read, Lane::Reads, 0, [this](Request& req) {
     try {
       return regions(req.params[0]);

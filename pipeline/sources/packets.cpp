@@ -57,25 +57,37 @@ GstElement* GstSource::add_packet_branch(GstElement* tee) {
     if (!source->packet_caps_ || (caps && !gst_caps_is_equal(caps, source->packet_caps_.get()))) {
       source->packet_caps_ = std::shared_ptr<GstCaps>(gst_caps_ref(caps), [](GstCaps* c) { gst_caps_unref(c); });
     }
-    source->spec_.on_packet(make_packet(gst_sample_get_buffer(sample.get()), source->packet_caps_));
+    Packet packet = make_packet(gst_sample_get_buffer(sample.get()), source->packet_caps_);
+    {
+      std::lock_guard lock(source->encoder_mutex_);  // (one packet per picture, in order: no B-frames)
+      if (!source->encoder_times_.empty()) {
+        const GstClockTime t = source->encoder_times_.front();
+        source->encoder_times_.pop_front();
+        packet.pts_ns = packet.dts_ns = GST_CLOCK_TIME_IS_VALID(t) ? int64_t(t) : -1;
+      }
+    }
+    source->spec_.on_packet(packet);
     return GST_FLOW_OK;
   };
   gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, this, nullptr);
   // Encoded only while wanted (a live viewer watches; event clips always want it): pictures stop before the encoder
   // otherwise, and when they start again the encoder is asked for a keyframe, so that a viewer sees one at once.
-  if (spec_.packets_wanted) {
-    PadPtr out(gst_element_get_static_pad(queue, "src"));
-    gst_pad_add_probe(out.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad* pad, GstPadProbeInfo*, gpointer self) {
-      auto* source = static_cast<GstSource*>(self);
-      const bool wanted = source->spec_.packets_wanted();
-      if (wanted && !source->encoding_) {
-        gst_pad_push_event(pad, gst_video_event_new_downstream_force_key_unit(GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE,
-                                                                              GST_CLOCK_TIME_NONE, TRUE, 0));
-      }
-      source->encoding_ = wanted;
-      return wanted ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
-    }, this, nullptr);
-  }
+  // Each picture's time is kept for its packet.
+  PadPtr out(gst_element_get_static_pad(queue, "src"));
+  gst_pad_add_probe(out.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad* pad, GstPadProbeInfo* info, gpointer self) {
+    auto* source = static_cast<GstSource*>(self);
+    const bool wanted = !source->spec_.packets_wanted || source->spec_.packets_wanted();
+    if (wanted && !source->encoding_ && source->spec_.packets_wanted) {
+      gst_pad_push_event(pad, gst_video_event_new_downstream_force_key_unit(GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE,
+                                                                            GST_CLOCK_TIME_NONE, TRUE, 0));
+    }
+    source->encoding_ = wanted;
+    if (!wanted) return GST_PAD_PROBE_DROP;
+    std::lock_guard lock(source->encoder_mutex_);
+    source->encoder_times_.push_back(GST_BUFFER_PTS(GST_PAD_PROBE_INFO_BUFFER(info)));
+    if (source->encoder_times_.size() > 256) source->encoder_times_.pop_front();  // (never more than the encoder holds)
+    return GST_PAD_PROBE_OK;
+  }, this, nullptr);
   GstElement* parse = add_element(p, "h264parse");
   link_chain({queue, add_element(p, "videoconvert"),
               add_capsfilter(p, gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "I420", nullptr)), encoder,

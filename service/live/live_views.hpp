@@ -6,6 +6,8 @@
 //                                       (the page then shows live.mjpeg), 503 beyond api.live_clients.
 //   GET /api/v1/streams/NAME/results    its results lines as server-sent events, each with "live": {"session", "t"}
 //                                       (where its frame is in that video) while someone watches.
+//   GET /api/v1/results?streams=A,B     the same for several streams in one feed (a browser opens 6 connections to a
+//                                       server: a page of live streams needs one feed); "event: end" when one ends.
 // A viewer that cannot keep up skips pictures up to the next keyframe; it never holds the stream back. Counted per
 // stream for /metrics: viewers, bytes sent, fragments skipped.
 #pragma once
@@ -14,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "pipeline/core/control.hpp"
@@ -31,7 +34,8 @@ class LiveViews {
   LiveViews(const config::Api& settings, pipeline::RunControl& run) : settings_(settings), run_(run) {}
 
   http::Response video(const std::string& name);
-  http::Response results(const std::string& name);
+  // The results of these streams, one feed (`one`: the single stream's route, which ends with its stream).
+  http::Response results(const std::vector<std::string>& names, bool one);
   // Every stream watched since the start (by name), for /metrics.
   [[nodiscard]] std::map<std::string, Counts> counts() const;
 
@@ -40,8 +44,9 @@ class LiveViews {
     std::atomic<int> viewers{0}, result_streams{0};
     std::atomic<int64_t> bytes{0}, skipped{0};
   };
-  // A place for one more viewer of `name` (`results`: a result stream), or the 503 that says why there is none. The
-  // place is given back when the handle goes.
+  // A place for one more viewer (`results`: a result stream) in all, and of stream `name`, or the 503 that says why
+  // there is none. The place is given back when the handle goes.
+  std::shared_ptr<void> claim_total(bool results);
   std::shared_ptr<void> claim(const std::string& name, bool results, std::shared_ptr<Counters>& counters);
 
   const config::Api settings_;
