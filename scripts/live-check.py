@@ -6,9 +6,10 @@ The app runs as a service with N live streams — test patterns, or with --file 
 live.mp4 viewer of the first stream; --viewers of it at once; one live.mp4 viewer on each of the first --watch
 streams; one live.mjpeg viewer of the first stream. With --x264, a second run with a labelled H.264 output of every
 stream (output.kind file: the overlay drawn, x264 on the CPU) is measured the same way. Per window: the app's CPU
-(cores, from /proc), the latency p99 of every result, the frames classified, and the bytes each viewer got (every
+(cores, from /proc), the latency p99 of every result, the frames classified and dropped, the bytes each viewer got (every
 live.mp4 viewer must get an init segment — ftyp — and go on getting fragments). Checked: nothing dropped, every
-viewer served. Printed as a table; written as JSON.
+viewer served. Drops while the streams start (before the first window) are counted apart. Printed as a table;
+written as JSON.
 
   usage: scripts/live-check.py --app build/app/video-classifier [--streams 1] [--file clip.mp4] [--viewers 20]
                                [--watch 0] [--x264] [--device cuda] [--seconds 10] [--json out.json] [-- app args]
@@ -96,6 +97,11 @@ def p99(values):
     return values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
 
 
+def dropped(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return sum(s.get("dropped", 0) for s in json.loads(r.read()).get("streams", []))
+
+
 def run_app(args, work, x264):
     port = free_port()
     source = (f"kind: file, path: '{os.path.abspath(args.file)}', loop: true, realtime: true" if args.file else
@@ -143,15 +149,16 @@ def measure(args, work, x264, problems):
         windows += [("1 live.mjpeg viewer", [f"{url}/cam0/live.mjpeg"])]
     rows = []
     try:
-        time.sleep(args.seconds)  # (the start is left out)
+        time.sleep(args.seconds)  # (the start is left out: its drops are counted apart)
+        at_start = dropped(url)
         for name, urls in windows:
             viewers = [Viewer(u) for u in urls]
             time.sleep(1)  # (connected and served the first picture)
             results.read()
-            frames0, cpu0, t0 = results.frames, cpu_seconds(app.pid), time.monotonic()
+            frames0, cpu0, t0, dropped0 = results.frames, cpu_seconds(app.pid), time.monotonic(), dropped(url)
             time.sleep(args.seconds)
             results.read()
-            cpu1, t1 = cpu_seconds(app.pid), time.monotonic()
+            cpu1, t1, dropped1 = cpu_seconds(app.pid), time.monotonic(), dropped(url)
             for v in viewers:
                 v.stop()
             lat = [l for at, l in results.latencies if t0 <= at <= t1]
@@ -159,16 +166,14 @@ def measure(args, work, x264, problems):
             for v in viewers:
                 if v.bytes == 0 or ("live.mp4" in v.url and v.head[4:8] != b"ftyp"):
                     problems.append(f"{name}: a viewer got {v.bytes} bytes ({v.error or 'no ftyp'})")
+            if dropped1 > dropped0:
+                problems.append(f"{name}: {dropped1 - dropped0} frames dropped")
             rows.append({"window": name, "viewers": len(viewers), "cores": round((cpu1 - cpu0) / (t1 - t0), 3),
+                         "dropped": dropped1 - dropped0,
                          "fps": round((results.frames - frames0) / (t1 - t0), 1), "p99_ms": round(p99(lat), 1),
                          "kbytes_per_viewer": round(sum(got) / max(1, len(got)) / 1024, 1), "x264": x264})
             time.sleep(1)
-        status = None
-        with urllib.request.urlopen(url, timeout=10) as r:
-            status = json.loads(r.read())
-        dropped = sum(s.get("dropped", 0) for s in status.get("streams", []))
-        if dropped:
-            problems.append(f"{'x264 run' if x264 else 'run'}: frames dropped: {dropped}")
+        total = {"at_start": at_start, "in_all": dropped(url)}
     finally:
         app.send_signal(signal.SIGINT)
         try:
@@ -179,7 +184,7 @@ def measure(args, work, x264, problems):
         log.close()
     if code != 0:
         problems.append(f"the app exited {code} (see {work}/app.log)")
-    return rows, dropped
+    return rows, total
 
 
 def main():
@@ -199,27 +204,30 @@ def main():
     args = ap.parse_args(argv)
     args.app_args = app_args
 
-    problems, rows, dropped = [], [], {}
+    problems, rows, drops = [], [], {}
     work = tempfile.mkdtemp(prefix="vc-live-")
     for x264 in ([False, True] if args.x264 else [False]):
         os.makedirs(f"{work}/{int(x264)}")
-        r, dropped[x264] = measure(args, f"{work}/{int(x264)}", x264, problems)
+        r, drops["x264" if x264 else "remux"] = measure(args, f"{work}/{int(x264)}", x264, problems)
         rows += r
     base = rows[0]
     print(f"live view cost: {args.streams} stream(s) ({args.file or 'test pattern 640x480 30 fps'}), engine {args.device}, "
           f"{args.seconds:g} s windows")
-    print(f"{'window':40} {'cores':>6} {'per viewer':>11} {'fps':>7} {'p99 ms':>7} {'KiB/viewer':>11}")
+    print(f"{'window':40} {'cores':>6} {'per viewer':>11} {'fps':>7} {'p99 ms':>7} {'KiB/viewer':>11} {'dropped':>8}")
     for r in rows:
         extra = ((r["cores"] - base["cores"]) / r["viewers"]) if r["viewers"] else None
         r["cores_per_viewer"] = None if extra is None else round(extra, 4)
         name = "labelled x264 output of every stream" if r["x264"] else r["window"]
         print(f"{name:40} {r['cores']:6.3f} {('%+.1f %%' % (100 * extra)) if extra is not None else '':>11} "
-              f"{r['fps']:7.1f} {r['p99_ms']:7.1f} {r['kbytes_per_viewer']:11.1f}")
+              f"{r['fps']:7.1f} {r['p99_ms']:7.1f} {r['kbytes_per_viewer']:11.1f} {r['dropped']:8d}")
+    for run, d in drops.items():
+        print(f"frames dropped ({run} run): {d['at_start']} while the streams started (before the first window), "
+              f"{d['in_all']} in all")
     print("live-check: " + ("ok" if not problems else "FAILED: " + "; ".join(problems)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"streams": args.streams, "source": args.file, "device": args.device, "seconds": args.seconds,
-                       "rows": rows, "dropped": {str(k): v for k, v in dropped.items()}, "problems": problems}, f,
+                       "rows": rows, "dropped": drops, "problems": problems}, f,
                       indent=2)
     if not problems:
         shutil.rmtree(work, ignore_errors=True)

@@ -35,6 +35,7 @@ std::shared_ptr<void> LiveFeed::watch(Viewer viewer, uint64_t& session) {
   if (caps_ && !Fmp4Remuxer::can_remux(caps_.get())) {
     throw RequestError(415, fmt::format("{}: its video is neither H.264 nor H.265 (watch live.mjpeg instead)", what_));
   }
+  drop_released();  // (a page that reconnects to a stream with no packets now: the entries stay few)
   Entry entry{++next_viewer_, std::move(viewer), false, std::make_shared<std::atomic<bool>>(true)};
   session = remuxer_ ? session_ : session_ + 1;  // (the next session starts at the next keyframe)
   if (remuxer_ && !init_.empty()) {  // a session runs: the picture at once, from the last keyframe
@@ -55,7 +56,12 @@ void LiveFeed::drop_released() {
   std::erase_if(viewers_, [](const Entry& e) { return !*e.held; });
 }
 
-bool LiveFeed::watched() const { return viewers() > 0; }
+bool LiveFeed::watched() const {
+  std::lock_guard lock(mutex_);
+  // (while a muxer runs too: the next packet stops it once nobody watches — a raw source that stopped encoding
+  // would never bring one)
+  return remuxer_ || std::any_of(viewers_.begin(), viewers_.end(), [](const Entry& e) { return bool(*e.held); });
+}
 
 int LiveFeed::viewers() const {
   std::lock_guard lock(mutex_);
@@ -97,6 +103,8 @@ void LiveFeed::packet(const Packet& p) {
   if (new_format && remuxer_) {  // another picture size or codec: its viewers start again with a new init segment
     vc::log::get("pipeline")->info("{}: its video changed format; live viewers reconnect", what_);
     end_viewers();
+  } else if (caps_ && !Fmp4Remuxer::can_remux(caps_.get())) {
+    end_viewers();  // (those who came before its first packet said what it is)
   }
   drop_released();
   if (viewers_.empty()) {
@@ -150,10 +158,16 @@ std::unique_ptr<Fmp4Remuxer> LiveFeed::start_session(const Packet& p) {
 // The packet's times on the session's timeline: increasing decode times, from 0, across a loop's rewind or a jump.
 bool LiveFeed::timeline(const Packet& p, int64_t& pts, int64_t& dts) {
   const int64_t raw_dts = p.dts_ns >= 0 ? p.dts_ns : p.pts_ns;
-  if (raw_dts < 0) return false;  // no time: nowhere to put it
+  if (raw_dts < 0) {  // no time: nowhere to put it (and the pictures after it may refer to it)
+    need_key_ = true;
+    return false;
+  }
   dts = raw_dts - base_ns_ + offset_ns_;
   if (last_dts_ >= 0 && (dts <= last_dts_ || dts > last_dts_ + kMaxJumpNs)) {
-    if (!p.keyframe) return false;  // a new timeline starts at a keyframe
+    if (!p.keyframe) {  // a new timeline starts at a keyframe
+      need_key_ = true;
+      return false;
+    }
     offset_ns_ += last_dts_ + step_ns_ - dts;
     dts = last_dts_ + step_ns_;
   } else if (last_dts_ >= 0) {

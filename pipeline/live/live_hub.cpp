@@ -25,26 +25,32 @@ class LiveHub::Sink final : public ResultSink {
 LiveHub::LiveHub() = default;
 
 LiveHub::~LiveHub() {
-  std::lock_guard lock(mutex_);
-  for (auto& [id, s] : streams_) {
-    for (auto& sub : s.subscribers) {
-      if (sub.end) sub.end();
+  std::vector<std::shared_ptr<LiveFeed>> feeds;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, s] : streams_) {
+      for (auto& sub : s.subscribers) {
+        if (sub.end) sub.end();
+      }
+      feeds.push_back(s.feed);
     }
-    s.feed->end();
   }
+  for (auto& f : feeds) f->end();  // (a muxer stopped here, not under the hub's lock)
 }
 
 void LiveHub::add_stream(Stream& stream, PacketSink clips) {
   auto feed = std::make_shared<LiveFeed>("stream " + stream.stats().name);
+  std::shared_ptr<LiveFeed> old;
   {
     std::lock_guard lock(mutex_);
     auto& w = streams_[stream.id()];
-    if (w.feed) w.feed->end();  // a reused slot: whoever watched the old stream has seen its end
+    old = w.feed;  // a reused slot: whoever watched the old stream sees its end
     for (auto& sub : w.subscribers) {
       if (sub.end) sub.end();
     }
     w = Watched{stream.stats().name, feed, {}, false};
   }
+  if (old) old->end();
   std::function<bool()> wanted;
   if (!clips) wanted = [feed] { return feed->watched(); };
   stream.set_packet_sink([feed, clips = std::move(clips)](const Packet& p) {
@@ -75,7 +81,9 @@ std::shared_ptr<void> LiveHub::watch_results(const std::string& name, std::funct
                                              std::function<void()> end) {
   std::lock_guard lock(mutex_);
   auto held = std::make_shared<std::atomic<bool>>(true);
-  find(name).subscribers.push_back({std::move(send), std::move(end), held});
+  auto& subs = find(name).subscribers;
+  std::erase_if(subs, [](const Subscriber& s) { return !*s.held; });  // (a stream with no results now: they stay few)
+  subs.push_back({std::move(send), std::move(end), held});
   // Released on any thread (in a subscriber's own send() too): it only says so, the next result lets it go.
   return std::shared_ptr<void>(nullptr, [held](void*) { *held = false; });
 }
@@ -96,15 +104,19 @@ void LiveHub::frame(const FrameResult& r) {
 }
 
 void LiveHub::end_stream(int id) {
-  std::lock_guard lock(mutex_);
-  const auto it = streams_.find(id);
-  if (it == streams_.end()) return;
-  for (auto& sub : it->second.subscribers) {
-    if (sub.end) sub.end();
+  std::shared_ptr<LiveFeed> feed;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    for (auto& sub : it->second.subscribers) {
+      if (sub.end) sub.end();
+    }
+    it->second.subscribers.clear();
+    it->second.ended = true;
+    feed = it->second.feed;
   }
-  it->second.subscribers.clear();
-  it->second.feed->end();
-  it->second.ended = true;
+  feed->end();  // (its muxer stopped here, not under the hub's lock)
 }
 
 }  // namespace vc::pipeline

@@ -137,10 +137,12 @@ class GstSource {
   std::deque<GstClockTime> damaged_pts_;  // damaged pictures on their way from the decoder to the appsink
   std::shared_ptr<GstCaps> packet_caps_;  // the packets' caps (a streaming thread's only)
   bool encoding_ = false;                 // raw video: the packet encoder has pictures (its branch's thread only)
-  // The times of the pictures in the packet encoder, oldest first: its packets get them back (x264enc moves every
-  // time 1000 hours on, and a picture's packet must carry the picture's time: clips and the live view match them).
+  // x264enc moves every time by one constant (1000 hours on: its min-pts), and a picture's packet must carry the
+  // picture's own time (clips and the live view match them): the first picture's time after the encoder (re)starts,
+  // and the shift its packet shows, give every packet its picture's time back.
   std::mutex encoder_mutex_;
-  std::deque<GstClockTime> encoder_times_;
+  GstClockTime encoder_first_ = GST_CLOCK_TIME_NONE;
+  std::optional<int64_t> encoder_shift_;
   std::string decoder_;
   std::optional<Failure> pending_failure_;
   std::shared_ptr<GstContext> cuda_context_;  // the placed engine's, held while its decoder may use it (streaming thread)

@@ -58,13 +58,12 @@ GstElement* GstSource::add_packet_branch(GstElement* tee) {
       source->packet_caps_ = std::shared_ptr<GstCaps>(gst_caps_ref(caps), [](GstCaps* c) { gst_caps_unref(c); });
     }
     Packet packet = make_packet(gst_sample_get_buffer(sample.get()), source->packet_caps_);
-    {
-      std::lock_guard lock(source->encoder_mutex_);  // (one packet per picture, in order: no B-frames)
-      if (!source->encoder_times_.empty()) {
-        const GstClockTime t = source->encoder_times_.front();
-        source->encoder_times_.pop_front();
-        packet.pts_ns = packet.dts_ns = GST_CLOCK_TIME_IS_VALID(t) ? int64_t(t) : -1;
+    if (packet.pts_ns >= 0) {
+      std::lock_guard lock(source->encoder_mutex_);
+      if (!source->encoder_shift_ && GST_CLOCK_TIME_IS_VALID(source->encoder_first_)) {
+        source->encoder_shift_ = packet.pts_ns - int64_t(source->encoder_first_);  // (the first packet: the first picture)
       }
+      if (source->encoder_shift_) packet.pts_ns = packet.dts_ns = packet.pts_ns - *source->encoder_shift_;  // (no B-frames)
     }
     source->spec_.on_packet(packet);
     return GST_FLOW_OK;
@@ -72,7 +71,7 @@ GstElement* GstSource::add_packet_branch(GstElement* tee) {
   gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, this, nullptr);
   // Encoded only while wanted (a live viewer watches; event clips always want it): pictures stop before the encoder
   // otherwise, and when they start again the encoder is asked for a keyframe, so that a viewer sees one at once.
-  // Each picture's time is kept for its packet.
+  // The first picture's time after each start is kept for the packets (encoder_shift_).
   PadPtr out(gst_element_get_static_pad(queue, "src"));
   gst_pad_add_probe(out.get(), GST_PAD_PROBE_TYPE_BUFFER, [](GstPad* pad, GstPadProbeInfo* info, gpointer self) {
     auto* source = static_cast<GstSource*>(self);
@@ -81,12 +80,13 @@ GstElement* GstSource::add_packet_branch(GstElement* tee) {
       gst_pad_push_event(pad, gst_video_event_new_downstream_force_key_unit(GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE,
                                                                             GST_CLOCK_TIME_NONE, TRUE, 0));
     }
+    if (wanted && !source->encoding_) {  // (re)started: its first picture's time, to learn the encoder's shift from
+      std::lock_guard lock(source->encoder_mutex_);
+      source->encoder_first_ = GST_BUFFER_PTS(GST_PAD_PROBE_INFO_BUFFER(info));
+      source->encoder_shift_.reset();
+    }
     source->encoding_ = wanted;
-    if (!wanted) return GST_PAD_PROBE_DROP;
-    std::lock_guard lock(source->encoder_mutex_);
-    source->encoder_times_.push_back(GST_BUFFER_PTS(GST_PAD_PROBE_INFO_BUFFER(info)));
-    if (source->encoder_times_.size() > 256) source->encoder_times_.pop_front();  // (never more than the encoder holds)
-    return GST_PAD_PROBE_OK;
+    return wanted ? GST_PAD_PROBE_OK : GST_PAD_PROBE_DROP;
   }, this, nullptr);
   GstElement* parse = add_element(p, "h264parse");
   link_chain({queue, add_element(p, "videoconvert"),

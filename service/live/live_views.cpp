@@ -1,5 +1,7 @@
 #include "service/live/live_views.hpp"
 
+#include <set>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +30,8 @@ std::shared_ptr<void> LiveViews::claim_total(bool results) {
 }
 
 std::shared_ptr<void> LiveViews::claim(const std::string& name, bool results, std::shared_ptr<Counters>& counters) {
+  // (only a stream the run has gets counters: a name made up by a client adds nothing to the table or /metrics)
+  if (!find_stream(run_, name)) throw pipeline::RequestError(404, fmt::format("no stream is named '{}'", name));
   {
     std::lock_guard lock(mutex_);
     auto& c = streams_[name];
@@ -94,6 +98,9 @@ Response LiveViews::results(const std::vector<std::string>& names, bool one) {
   try {
     if (names.empty() || names.size() > kMaxStreamsPerFeed) {
       return error_reply(422, fmt::format("streams: from 1 to {} stream names, comma-separated", kMaxStreamsPerFeed), "streams");
+    }
+    if (std::set<std::string>(names.begin(), names.end()).size() != names.size()) {
+      return error_reply(422, "streams: a stream is named twice", "streams");
     }
     auto body = std::make_shared<LiveBody>(kResultQueueBytes);
     std::weak_ptr<LiveBody> weak = body;

@@ -129,6 +129,14 @@ TEST_CASE("live view: remuxed H.264, an encoded test pattern, results with their
   CHECK(r.parsed()["error"].get<std::string>().find("H.264") != std::string::npos);
   CHECK(svc.get("/api/v1/streams/nope/live.mp4").status == 404);
   CHECK(svc.get("/api/v1/streams/nope/results").status == 404);
+  // Several streams in one feed: a name twice is refused (it would take two places), a made-up one is 404.
+  CHECK(svc.get("/api/v1/results?streams=f,f").status == 422);
+  CHECK(svc.get("/api/v1/results?streams=f,made-up").status == 404);
+  CHECK(svc.get("/api/v1/results").status == 422);
+  (void)run_command("curl -s -N --max-time 2 -o '" + dir + "/ft.events' '" + svc.url("/api/v1/results?streams=f,t") + "'");
+  const auto both = svc.file("ft.events");
+  CHECK(both.find(R"("stream":"f")") != std::string::npos);
+  CHECK(both.find(R"("stream":"t")") != std::string::npos);
 
   // One viewer per stream (api.live_clients_per_stream: 1): a second is turned away while the first watches.
   (void)run_command("curl -s --max-time 3 -o '" + dir + "/first.mp4' '" + svc.url("/api/v1/streams/t/live.mp4") +
@@ -139,6 +147,7 @@ TEST_CASE("live view: remuxed H.264, an encoded test pattern, results with their
   // Counted: bytes sent to f's viewers; nobody watches now.
   const auto metrics = svc.get("/metrics").body;
   CHECK(metrics.find("vc_live_viewers{stream=\"f\"} 0") != std::string::npos);
+  CHECK(metrics.find("made-up") == std::string::npos);  // (a name no stream has adds nothing)
   const auto sent = metrics.find("vc_live_sent_bytes_total{stream=\"f\"} ");
   REQUIRE(sent != std::string::npos);
   CHECK(std::stod(metrics.substr(sent + 38)) > 10000);
