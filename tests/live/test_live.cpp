@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/errors.hpp"
 #include "pipeline/live/mp4_boxes.hpp"
 #include "service/service_helpers.hpp"
 
@@ -57,7 +58,60 @@ int check_fragmented_mp4(const Boxes& b) {
   return fragments;
 }
 
+// A box: its size, type and payload.
+std::string box(const std::string& type, const std::string& payload) {
+  const uint32_t size = uint32_t(8 + payload.size());
+  std::string out{char(size >> 24), char(size >> 16), char(size >> 8), char(size)};
+  return out + type + payload;
+}
+std::string u32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
+
+// A moof of one sample whose flags are where `where` says: trun's first-sample flags, the sample's own, tfhd's
+// defaults, or nowhere (the trex defaults then).
+std::string moof(const std::string& where, uint32_t flags) {
+  std::string tfhd = u32(where == "tfhd" ? 0x020020 : 0x020000) + u32(1);  // (0x020000: default-base-is-moof)
+  if (where == "tfhd") tfhd += u32(flags);
+  uint32_t tr = 0x1;  // data offset
+  if (where == "first") tr |= 0x4;
+  if (where == "sample") tr |= 0x100 | 0x200 | 0x400;
+  std::string trun = u32(tr) + u32(1) + u32(0);
+  if (where == "first") trun += u32(flags);
+  if (where == "sample") trun += u32(3000) + u32(1234) + u32(flags);
+  return box("moof", box("mfhd", u32(0) + u32(1)) + box("traf", box("tfhd", tfhd) + box("trun", trun)));
+}
+
 }  // namespace
+
+TEST_CASE("live view: which fragments start on a keyframe, boxes read as they come") {
+  constexpr uint32_t kSync = 0x02000000, kNonSync = 0x01010000;  // (depends on none / on others and non-sync)
+  for (const char* where : {"first", "sample", "tfhd"}) {
+    CAPTURE(where);
+    CHECK(pipeline::fragment_starts_with_keyframe(moof(where, kSync), kNonSync));
+    CHECK_FALSE(pipeline::fragment_starts_with_keyframe(moof(where, kNonSync), kSync));
+  }
+  // Neither trun nor tfhd says: the init segment's trex defaults do.
+  const auto trex = box("trex", u32(0) + u32(1) + u32(1) + u32(0) + u32(0) + u32(kNonSync));
+  const auto moov = box("moov", box("mvhd", std::string(100, '\0')) + box("mvex", trex));
+  CHECK(pipeline::trex_default_sample_flags(moov) == kNonSync);
+  CHECK_FALSE(pipeline::fragment_starts_with_keyframe(moof("none", 0), pipeline::trex_default_sample_flags(moov)));
+  CHECK(pipeline::fragment_starts_with_keyframe(moof("none", 0), kSync));
+  // A moof it cannot read is not a keyframe (never a place to join).
+  CHECK_FALSE(pipeline::fragment_starts_with_keyframe(box("moof", "short"), kSync));
+  CHECK_FALSE(pipeline::fragment_starts_with_keyframe(moof("first", kSync).substr(0, 40), kSync));
+
+  // Bytes in any pieces: whole boxes out, in order; a size smaller than its header is an error.
+  const auto all = box("ftyp", "isom") + moov + moof("first", kSync) + box("mdat", std::string(5000, 'x'));
+  pipeline::Mp4BoxReader reader;
+  std::vector<std::string> types;
+  for (size_t at = 0; at < all.size(); at += 7) {
+    reader.append(std::string_view(all).substr(at, 7));
+    while (auto b = reader.next()) types.push_back(b->type);
+  }
+  CHECK(types == std::vector<std::string>{"ftyp", "moov", "moof", "mdat"});
+  pipeline::Mp4BoxReader bad;
+  bad.append(u32(4) + "moof");
+  CHECK_THROWS_AS(bad.next(), vc::DataError);
+}
 
 TEST_CASE("live view: remuxed H.264, an encoded test pattern, results with their place in the video, bounds") {
   Service svc("live");
