@@ -18,24 +18,17 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
+
+from service_app import free_port, stop, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid):
@@ -119,19 +112,7 @@ def run_app(args, work, x264):
     log = open(f"{work}/app.log", "w")
     app = subprocess.Popen([args.app, "--config", f"{work}/service.yaml", *args.app_args], stdout=log,
                            stderr=subprocess.STDOUT)
-    t0 = time.monotonic()
-    while True:
-        if app.poll() is not None:
-            raise SystemExit(f"live-check: the app ended at its start (exit {app.returncode}): see {work}/app.log")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        if time.monotonic() - t0 > 180:
-            raise SystemExit("live-check: not ready after 180 s")
-        time.sleep(0.2)
+    wait_ready(app, port, "live-check", f"{work}/app.log")
     return app, port, log
 
 
@@ -175,12 +156,7 @@ def measure(args, work, x264, problems):
             time.sleep(1)
         total = {"at_start": at_start, "in_all": dropped(url)}
     finally:
-        app.send_signal(signal.SIGINT)
-        try:
-            code = app.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            code = "killed"
+        code = stop(app)
         log.close()
     if code != 0:
         problems.append(f"the app exited {code} (see {work}/app.log)")

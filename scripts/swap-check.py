@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,15 +26,11 @@ import time
 import urllib.error
 import urllib.request
 
+from service_app import free_port, stop, wait_ready
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "assets", "models", "resnet18-fashion-mnist.safetensors")
 TOKEN = "swap-check-token-0123456789"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request(port, method, path, body=None, timeout=300):
@@ -145,18 +139,7 @@ def main():
     tail = Tail([f"{work}/cam{i}.jsonl" for i in range(args.streams)])
     try:
         t0 = time.monotonic()
-        while True:
-            if app.poll() is not None:
-                raise SystemExit(f"swap-check: the app ended at its start (exit {app.returncode}): see {work}/app.log")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if time.monotonic() - t0 > 180:
-                raise SystemExit("swap-check: not ready after 180 s")
-            time.sleep(0.2)
+        wait_ready(app, port, "swap-check", f"{work}/app.log")
         result["ready_s"] = round(time.monotonic() - t0, 2)
         time.sleep(args.seconds)
         deploy_at = time.monotonic()
@@ -181,12 +164,7 @@ def main():
         if result["dropped"] != 0:
             problems.append(f"frames dropped: {result['dropped']}")
     finally:
-        app.send_signal(signal.SIGINT)
-        try:
-            result["exit"] = app.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            result["exit"] = "killed"
+        result["exit"] = stop(app)
         log.close()
         tail.stop()
     if result["exit"] != 0:
