@@ -29,7 +29,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -38,7 +37,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from raw_http import Failure, free_port  # noqa: E402  (tests/service)
+from raw_http import Failure, free_port, read_new_lines, stop_process  # noqa: E402  (tests/service)
 from web_page_test import console_errors, open_page, wait_ready  # noqa: E402
 
 TOKEN = "live-page-test-token"
@@ -120,18 +119,10 @@ class App:
 
     def results(self, stream):
         """{frame: the whole picture's results line} of the stream so far (read on from where the last call stopped)."""
-        path = self.out / "results" / f"{stream}.jsonl"
         offset, lines = self.read.get(stream, (0, {}))
-        if path.exists():
-            with path.open("rb") as f:
-                f.seek(offset)
-                data = f.read()
-            whole = data[:data.rfind(b"\n") + 1]  # (not the line being written)
-            for text in whole.splitlines():
-                line = json.loads(text)
-                if "top" in line and "region" not in line:
-                    lines[line["frame"]] = line
-            self.read[stream] = (offset + len(whole), lines)
+        new, offset = read_new_lines(self.out / "results" / f"{stream}.jsonl", offset)
+        lines.update((line["frame"], line) for line in new if "top" in line and "region" not in line)
+        self.read[stream] = (offset, lines)
         return lines
 
     def cpu_s(self):
@@ -144,15 +135,7 @@ class App:
         return self.log.read_text(errors="replace")[-chars:]
 
     def stop(self):
-        if self.process.poll() is not None:
-            return self.process.returncode
-        self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return None
+        return stop_process(self.process)
 
 
 # What the page says about every stream at once: its live state, what is drawn over its picture (in its tile, or in

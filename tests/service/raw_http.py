@@ -68,6 +68,31 @@ class RssWatch(threading.Thread):
             return self.peak_kb
 
 
+def stop_process(process, timeout=60):
+    """SIGINT (outputs finalized), then the exit code (None: it did not exit in time and was killed)."""
+    if process.poll() is not None:
+        return process.returncode
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return None
+
+
+def read_new_lines(path, offset):
+    """The whole JSON lines a growing file (results) holds from `offset` on, and the offset after them (the line
+    being written is left for the next call)."""
+    if not os.path.exists(path):
+        return [], offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    whole = data[:data.rfind(b"\n") + 1]
+    return [json.loads(text) for text in whole.splitlines()], offset + len(whole)
+
+
 class App:
     """The app as a service (CPU engine, the fixture model, one live test pattern), started and stopped."""
 
@@ -115,15 +140,7 @@ class App:
 
     def stop(self, timeout=60):
         """SIGINT, then the exit code (None: it did not exit in time and was killed)."""
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return None
+        return None if self.process is None else stop_process(self.process, timeout)
 
     def log_tail(self, chars=3000):
         try:

@@ -25,7 +25,6 @@ import base64
 import json
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from raw_http import Failure, free_port  # (beside this file)
+from raw_http import Failure, free_port, read_new_lines, stop_process  # (beside this file)
 from web_page_test import console_errors, open_page, wait_ready
 
 TOKEN = "teach-page-test-token"
@@ -107,18 +106,10 @@ class App:
     def results(self, stream):
         """The stream's result lines so far (those with a top-1), in the order written (read on from where the last
         call stopped: this is polled)."""
-        path = self.out / "results" / f"{stream}.jsonl"
         offset, lines = self.read.get(stream, (0, []))
-        if path.exists():
-            with path.open("rb") as f:
-                f.seek(offset)
-                data = f.read()
-            whole = data[:data.rfind(b"\n") + 1]  # (not the line being written)
-            for text in whole.splitlines():
-                line = json.loads(text)
-                if "top" in line:
-                    lines.append(line)
-            self.read[stream] = (offset + len(whole), lines)
+        new, offset = read_new_lines(self.out / "results" / f"{stream}.jsonl", offset)
+        lines += [line for line in new if "top" in line]
+        self.read[stream] = (offset, lines)
         return lines
 
     def log_tail(self, chars=3000):
@@ -126,15 +117,7 @@ class App:
 
     def stop(self):
         """SIGINT: outputs finalized; the exit status (None: it had to be killed)."""
-        if self.process.poll() is not None:
-            return self.process.returncode
-        self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return None
+        return stop_process(self.process)
 
 
 class Page:
