@@ -15,16 +15,9 @@ namespace {
 
 constexpr size_t kMaxQueued = 2000;  // packets waiting for the writer (about a minute of 30 fps video)
 
-std::string media_of(const GstCaps* caps) {
-  return caps && gst_caps_get_size(caps) > 0 ? gst_structure_get_name(gst_caps_get_structure(caps, 0)) : "";
-}
-
 }  // namespace
 
-std::string clip_extension(const GstCaps* caps) {
-  const auto media = media_of(caps);
-  return media == "video/x-h264" || media == "video/x-h265" ? ".mp4" : ".mkv";
-}
+std::string clip_extension(const GstCaps* caps) { return mp4_parser(caps) ? ".mp4" : ".mkv"; }
 
 ClipWriter::ClipWriter(std::string path, std::shared_ptr<GstCaps> caps)
     : path_(std::move(path)), caps_(std::move(caps)), thread_([this] { run(); }) {}
@@ -68,15 +61,14 @@ std::optional<std::string> ClipWriter::error() const {
 void ClipWriter::write(const Packet& p) {
   if (!pipeline_) {
     // appsrc (the stream's own caps) -> parser (H.26x: the muxer's stream format) -> muxer -> file, unbuffered.
-    const auto media = media_of(caps_.get());
     pipeline_ = make_pipeline(nullptr).release();
     src_ = add_element(pipeline_, "appsrc", "src");
     g_object_set(src_, "caps", caps_.get(), "format", GST_FORMAT_TIME, "block", FALSE, "max-bytes", guint64(8) << 20,
                  nullptr);
     GstElement* mux = nullptr;
     std::vector<GstElement*> chain{src_};
-    if (media == "video/x-h264" || media == "video/x-h265") {
-      chain.push_back(add_element(pipeline_, media == "video/x-h264" ? "h264parse" : "h265parse"));
+    if (const char* parser = mp4_parser(caps_.get())) {
+      chain.push_back(add_element(pipeline_, parser));
       mux = add_element(pipeline_, "mp4mux", "mux");
       // A fragment a second: playable while written, and after a kill. Finished, it is rewritten as a plain MP4
       // (a fragmented file's duration leaves out the last pictures of B-frame video: players would drop them).

@@ -12,28 +12,20 @@ namespace {
 
 constexpr guint64 kMaxQueuedBytes = guint64(4) << 20;  // packets waiting for the muxer (over a second of 4K H.265)
 
-std::string media_of(const GstCaps* caps) {
-  return caps && gst_caps_get_size(caps) > 0 ? gst_structure_get_name(gst_caps_get_structure(caps, 0)) : "";
-}
-
 }  // namespace
-
-bool Fmp4Remuxer::can_remux(const GstCaps* caps) {
-  const auto media = media_of(caps);
-  return media == "video/x-h264" || media == "video/x-h265";
-}
 
 Fmp4Remuxer::Fmp4Remuxer(const std::shared_ptr<GstCaps>& caps, Output out, std::string what)
     : what_(std::move(what)), out_(std::move(out)) {
-  if (!can_remux(caps.get())) {
-    throw DataError(fmt::format("{}: {} video cannot be remuxed to MP4 (only H.264 and H.265)", what_, media_of(caps.get())));
+  const char* parser = mp4_parser(caps.get());
+  if (!parser) {
+    throw DataError(fmt::format("{}: {} video cannot be remuxed to MP4 (only H.264 and H.265)", what_, media_type(caps.get())));
   }
   // appsrc (the stream's own caps) -> parser (the muxer's stream format) -> mp4mux, a fragment per picture -> appsink.
   pipeline_ = make_pipeline(nullptr);
   GstElement* p = pipeline_.get();
   src_ = add_element(p, "appsrc", "src");
   g_object_set(src_, "caps", caps.get(), "format", GST_FORMAT_TIME, "block", FALSE, "max-bytes", kMaxQueuedBytes, nullptr);
-  GstElement* parse = add_element(p, media_of(caps.get()) == "video/x-h264" ? "h264parse" : "h265parse");
+  GstElement* parse = add_element(p, parser);
   GstElement* mux = add_element(p, "mp4mux", "mux");
   // A fragment as soon as a picture is in (1 ms: every picture ends one), written as it goes, never rewritten.
   g_object_set(mux, "fragment-duration", 1u, "streamable", TRUE, nullptr);

@@ -24,9 +24,7 @@ class Fmp4Remuxer {
     std::function<void(std::string)> init;
     std::function<void(std::string, bool keyframe)> fragment;
   };
-  // Whether packets of these caps can be remuxed (H.264, H.265).
-  static bool can_remux(const GstCaps* caps);
-  // Starts the muxer for packets of `caps`. Throws vc::DataError when they cannot be remuxed, vc::UnavailableError
+  // Starts the muxer for packets of `caps` (those mp4_parser() has a parser for: gst_util.hpp). Throws vc::DataError when they cannot be remuxed, vc::UnavailableError
   // when GStreamer's elements are missing or do not start. `what` names it in errors.
   Fmp4Remuxer(const std::shared_ptr<GstCaps>& caps, Output out, std::string what);
   ~Fmp4Remuxer();

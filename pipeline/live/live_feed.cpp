@@ -7,6 +7,7 @@
 #include "config/logging.hpp"
 #include "pipeline/core/control.hpp"
 #include "pipeline/live/fmp4_remuxer.hpp"
+#include "pipeline/sources/gst_util.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -32,7 +33,7 @@ LiveFeed::~LiveFeed() {
 std::shared_ptr<void> LiveFeed::watch(Viewer viewer, uint64_t& session) {
   std::lock_guard lock(mutex_);
   if (ended_) throw RequestError(503, fmt::format("{} has ended", what_));
-  if (caps_ && !Fmp4Remuxer::can_remux(caps_.get())) {
+  if (caps_ && !mp4_parser(caps_.get())) {
     throw RequestError(415, fmt::format("{}: its video is neither H.264 nor H.265 (watch live.mjpeg instead)", what_));
   }
   drop_released();  // (a page that reconnects to a stream with no packets now: the entries stay few)
@@ -61,11 +62,6 @@ bool LiveFeed::watched() const {
   // (while a muxer runs too: the next packet stops it once nobody watches — a raw source that stopped encoding
   // would never bring one)
   return remuxer_ || std::any_of(viewers_.begin(), viewers_.end(), [](const Entry& e) { return bool(*e.held); });
-}
-
-int LiveFeed::viewers() const {
-  std::lock_guard lock(mutex_);
-  return int(std::count_if(viewers_.begin(), viewers_.end(), [](const Entry& e) { return bool(*e.held); }));
 }
 
 std::optional<LiveFeed::LiveTime> LiveFeed::live_time(int64_t pts_ns) const {
@@ -103,7 +99,7 @@ void LiveFeed::packet(const Packet& p) {
   if (new_format && remuxer_) {  // another picture size or codec: its viewers start again with a new init segment
     vc::log::get("pipeline")->info("{}: its video changed format; live viewers reconnect", what_);
     end_viewers();
-  } else if (caps_ && !Fmp4Remuxer::can_remux(caps_.get())) {
+  } else if (caps_ && !mp4_parser(caps_.get())) {
     end_viewers();  // (those who came before its first packet said what it is)
   }
   drop_released();
@@ -112,7 +108,7 @@ void LiveFeed::packet(const Packet& p) {
     return;
   }
   if (!remuxer_) {
-    if (!p.keyframe || !caps_ || !Fmp4Remuxer::can_remux(caps_.get())) return;
+    if (!p.keyframe || !caps_ || !mp4_parser(caps_.get())) return;
     try {
       remuxer_ = start_session(p);
     } catch (const std::exception& e) {

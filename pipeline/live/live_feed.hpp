@@ -42,9 +42,9 @@ class LiveFeed {
   // A viewer joins; it watches as long as the handle is held. `session` is the session it will see. Throws
   // RequestError 415 when the stream's video cannot be remuxed (neither H.264 nor H.265), 503 when it has ended.
   [[nodiscard]] std::shared_ptr<void> watch(Viewer viewer, uint64_t& session);
-  // Whether anyone watches (a raw source encodes its packets only then).
+  // Whether anyone watches, or a muxer still runs (a raw source encodes its packets only then: the next packet after
+  // the last viewer has gone stops the muxer).
   [[nodiscard]] bool watched() const;
-  [[nodiscard]] int viewers() const;
   // Where the picture with this pts is in the current session's video, while someone watches.
   [[nodiscard]] std::optional<LiveTime> live_time(int64_t pts_ns) const;
   // The stream has ended: every viewer's end(), and no new ones.

@@ -128,6 +128,15 @@ bool streaming_stopped(GstElement* pipeline) {
   return next == GST_ITERATOR_DONE && any && !running;  // (a pipeline changing as it was read: not stopped)
 }
 
+std::string media_type(const GstCaps* caps) {
+  return caps && gst_caps_get_size(caps) > 0 ? gst_structure_get_name(gst_caps_get_structure(caps, 0)) : "";
+}
+
+const char* mp4_parser(const GstCaps* caps) {
+  const auto media = media_type(caps);
+  return media == "video/x-h264" ? "h264parse" : media == "video/x-h265" ? "h265parse" : nullptr;
+}
+
 bool has_element(const char* factory) {
   ensure_gstreamer();
   GstElementFactory* f = gst_element_factory_find(factory);

@@ -90,6 +90,12 @@ GstElement* add_capsfilter(GstElement* bin, GstCaps* caps, const char* name = nu
 // "element 'src': Could not open file … (debug detail)".
 std::string describe_error(GstMessage* error_message);
 
+// A caps' media type ("video/x-h264"); "" for none.
+std::string media_type(const GstCaps* caps);
+// The parser that gives H.264 or H.265 packets the stream format MP4 takes ("h264parse", "h265parse"); null for any
+// other video: MP4 here carries only those two (event clips put the rest into Matroska, the live view refuses it).
+const char* mp4_parser(const GstCaps* caps);
+
 // Whether a GStreamer element factory exists here.
 bool has_element(const char* factory);
 
