@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "config/logging.hpp"
 #include "inference/classifier.hpp"
 #include "pipeline/runner.hpp"
+#include "pipeline/sources/gst_probe.hpp"
 #include "service/server.hpp"
 
 namespace vc::app {
@@ -116,6 +118,9 @@ int classify(const config::Config& configured, std::function<config::Config()> r
   // A closed pipe is an error on the write that hit it (results to `| head`), not a silent death: the run stops,
   // finalizes its outputs and exits 74.
   std::signal(SIGPIPE, SIG_IGN);
+  // GStreamer's first start on a machine scans its plugins (NVDEC's probes every GPU): beside the engine's build
+  // rather than after it, when the streams start.
+  auto gstreamer = std::async(std::launch::async, pipeline::ensure_gstreamer);
   pipeline::Runner runner(config);
   // The service stands above the pipeline: it reads and steers the run through the runner's control interface.
   std::unique_ptr<service::Server> server;

@@ -132,6 +132,7 @@ struct Inference {
   double batch_timeout_ms = 10;           // longest wait to fill a batch once its first frame is there
   Precision precision = Precision::Strict;
   bool autotune = true;
+  bool tune_in_background = true;         // autotune: classify at once, switch to the tuned engine once built
   std::string autotune_cache = "~/.cache/video-classifier/algorithms.json";  // "" = no cache
   int workspace_mb = 256;
   bool deterministic = false;

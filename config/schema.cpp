@@ -467,6 +467,9 @@ std::vector<Field> schema(Config& c) {
       choice("inference.precision", &n.precision, "stem/classifier precision: strict FP32, or TF32 in the stem"),
       boolean("inference.autotune", &n.autotune, "time cuDNN algorithms on the real shapes at start-up"),
       path("inference.autotune_cache", &n.autotune_cache, "algorithm cache file; empty = no cache"),
+      boolean("inference.tune_in_background", &n.tune_in_background,
+              "with autotune: classify from the first frame with what needs no timing or compiling, and switch to "
+              "the tuned engine, built beside it, between two batches (false: tune before the first frame)"),
       number("inference.workspace_mb", &n.workspace_mb, 0, 65536, "cuDNN workspace limit in MiB"),
       boolean("inference.deterministic", &n.deterministic, "use only deterministic algorithms"),
       boolean("inference.cuda_graph", &n.cuda_graph, "capture the forward pass in a CUDA graph"),

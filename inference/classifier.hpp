@@ -3,6 +3,8 @@
 // inference.device (auto: the GPU when one is usable, else the CPU; the choice is logged). Classification is
 // asynchronous: the pipeline submits batch N+1 while batch N still runs on the GPU.
 #pragma once
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -66,6 +68,11 @@ class Classifier {
   // layers — and this and every later submit() throw Interrupted. The GPU engine's batches take milliseconds: they
   // finish. Callable from any thread.
   virtual void interrupt() {}
+  // An engine that started untuned (inference.tune_in_background) gives what builds its tuned self: the same model
+  // on the same GPU (seconds; called once, off the engine's thread; `cancel` set: it gives up within a layer's
+  // tuning, throwing). Null when it is tuned already.
+  using Tuner = std::function<std::unique_ptr<Classifier>(const std::atomic<bool>& cancel)>;
+  [[nodiscard]] virtual Tuner tuner() const { return nullptr; }
 
   // submit + collect, one row per frame.
   std::vector<std::vector<float>> classify(std::span<const FrameView> frames);

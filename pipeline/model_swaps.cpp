@@ -45,7 +45,81 @@ ModelSwaps::ModelSwaps(const config::Config& config, std::vector<std::string> na
   }
 }
 
-ModelSwaps::~ModelSwaps() = default;
+ModelSwaps::~ModelSwaps() { finish_tuning(); }
+
+void ModelSwaps::prepare_tuning(const std::vector<std::vector<std::unique_ptr<inference::Classifier>>>& engines) {
+  tuners_.assign(names_.size(), std::vector<inference::Classifier::Tuner>(engines.size()));
+  bool any = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t lane = 0; lane < engines.size(); ++lane) {
+      for (size_t m = 0; m < engines[lane].size() && m < names_.size(); ++m) {
+        tuners_[m][lane] = engines[lane][m]->tuner();
+        if (tuners_[m][lane]) slots_[m].tuned = false;
+        any = any || tuners_[m][lane];
+      }
+    }
+  }
+  if (any) tuning_ = std::thread([this] { tune(); });
+}
+
+void ModelSwaps::start_tuning(const std::vector<std::unique_ptr<EngineLane>>& lanes) {
+  std::lock_guard lock(lanes_mutex_);
+  for (const auto& l : lanes) lanes_.push_back(l.get());
+  lanes_given_.notify_all();
+}
+
+void ModelSwaps::finish_tuning() {
+  {
+    std::lock_guard lock(lanes_mutex_);
+    cancel_ = true;
+    lanes_given_.notify_all();
+  }
+  if (tuning_.joinable()) tuning_.join();
+}
+
+void ModelSwaps::tune() {
+  const auto log = vc::log::get("pipeline");
+  std::lock_guard one(switching_);  // (a deploy meanwhile: 409)
+  for (size_t m = 0; m < tuners_.size() && !cancel_; ++m) {
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<inference::Classifier>> engines;
+    std::vector<size_t> of_lanes;
+    try {
+      for (size_t lane = 0; lane < tuners_[m].size() && !cancel_; ++lane) {
+        if (!tuners_[m][lane]) continue;
+        engines.push_back(tuners_[m][lane](cancel_));
+        of_lanes.push_back(lane);
+      }
+      tuners_[m].clear();  // (what they hold, a copy of the weights, goes)
+      std::vector<EngineLane*> lanes;
+      {
+        std::unique_lock lock(lanes_mutex_);
+        lanes_given_.wait(lock, [&] { return !lanes_.empty() || cancel_; });
+        if (cancel_) return;
+        for (const size_t lane : of_lanes) lanes.push_back(lanes_.at(lane));
+      }
+      ModelInfo info;
+      {
+        std::lock_guard lock(mutex_);
+        info = slots_[m].info;
+      }
+      if (engines.empty()) continue;
+      switch_lanes(m, std::move(engines), info, lanes, cancel_);  // (the untuned engines it returns go)
+    } catch (const std::exception& e) {
+      if (!cancel_) log->warn("model {}: the tuned engine could not be built ({}): the untuned one goes on", names_[m], e.what());
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    auto& slot = slots_[m];
+    slot.tuned = true;
+    slot.tuned_after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+    log->info("model {}: the tuned engine now classifies every stream (built beside the untuned one and switched in "
+              "{:.2f} s, {:.2f} s after the run was set up)",
+              names_[m], std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+              slot.tuned_after_s);
+  }
+}
 
 size_t ModelSwaps::find(const std::string& name) const {
   const auto at = std::find(names_.begin(), names_.end(), name);
@@ -56,7 +130,8 @@ size_t ModelSwaps::find(const std::string& name) const {
 }
 
 ModelView ModelSwaps::view(const Slot& slot) const {
-  return {slot.info.name, slot.current, slot.info.labels, slot.history, !slot.previous.empty()};
+  return {slot.info.name, slot.current, slot.info.labels, slot.history, !slot.previous.empty(), slot.tuned,
+          slot.tuned_after_s};
 }
 
 std::vector<ModelView> ModelSwaps::views() const {
@@ -104,7 +179,7 @@ ModelView ModelSwaps::deploy(const std::string& name, const std::string& weights
                              const std::vector<EngineLane*>& lanes, const std::atomic<bool>& stopping) {
   const size_t m = find(name);
   std::unique_lock one(switching_, std::try_to_lock);
-  if (!one.owns_lock()) throw RequestError(409, "a model is being deployed or rolled back: try again when it is done");
+  if (!one.owns_lock()) throw RequestError(409, "a model is being deployed, rolled back or tuned: try again when it is done");
   const auto log = vc::log::get("pipeline");
   ModelInfo before;
   {
@@ -119,6 +194,7 @@ ModelView ModelSwaps::deploy(const std::string& name, const std::string& weights
   }
   auto cfg = config::for_model(config_, name);
   cfg.model.weights = read_from;
+  cfg.inference.tune_in_background = false;  // (built beside the running one: it switches in tuned)
   const auto started = std::chrono::steady_clock::now();
   log->info("model {}: building {} ({}) beside the running {}", name, weights, id, before.id);
   std::vector<std::unique_ptr<inference::Classifier>> engines;
@@ -155,7 +231,7 @@ ModelView ModelSwaps::roll_back(const std::string& name, const std::vector<Engin
                                 const std::atomic<bool>& stopping) {
   const size_t m = find(name);
   std::unique_lock one(switching_, std::try_to_lock);
-  if (!one.owns_lock()) throw RequestError(409, "a model is being deployed or rolled back: try again when it is done");
+  if (!one.owns_lock()) throw RequestError(409, "a model is being deployed, rolled back or tuned: try again when it is done");
   std::vector<std::unique_ptr<inference::Classifier>> engines;
   ModelInfo info;
   {

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "config/logging.hpp"
-#include "inference/classifier.hpp"
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/engine_lane.hpp"
 #include "pipeline/event_gate.hpp"
@@ -37,8 +36,7 @@ using namespace std::chrono_literals;
 
 // At the end of a run, how long sources may go on stopping with none of them finishing before one is left behind.
 constexpr auto kStopGrace = 3s;
-// Frames of a file with a video output that may be between the batcher and the output at once (at least two
-// batches' worth).
+// Frames of a file with a video output that may be between the batcher and the output at once (>= two batches).
 constexpr int kOutputCredits = 8;
 // With nothing in flight, how long the loop waits for a first frame before it looks around (stop requests, progress).
 constexpr auto kIdleWait = 200ms;
@@ -69,6 +67,7 @@ class Runner::Impl final : public RunControl {
     std::tie(models_, model_infos_) = std::tie(models.names, models.infos);
     engines_ = std::move(models.lanes);  // (lanes are made with the post stage, below)
     swaps_ = std::make_unique<ModelSwaps>(cfg_, models_, model_infos_);
+    swaps_->prepare_tuning(engines_);  // (engines started untuned: their tuned selves are built from now on)
     const inference::Classifier* first = engines_.front().front().get();  // (a swap may replace it later)
     engine_name_ = first->engine_name();
     cuda_device_ = first->cuda_device();
@@ -333,6 +332,7 @@ class Runner::Impl final : public RunControl {
       accepting_ = true;
       // One thread per engine takes its streams' batches; this one watches for the end, stops, and reports.
       for (auto& l : lanes_) l->start(hooks());
+      swaps_->start_tuning(lanes_);
       for (;;) {
         if (!*stopping_ && (stop.load() > 0 || post_->wants_stop() || outputs_->wants_stop() || engine_failed_)) {
           *stopping_ = true;
@@ -480,6 +480,7 @@ class Runner::Impl final : public RunControl {
 
   void shut_down(RunSummary& summary) {
     *stopping_ = true;
+    swaps_->finish_tuning();  // (before the lanes go: it may be switching them)
     accepting_ = false;
     std::lock_guard change(change_mutex_);  // a stream being added is in the lists below before they are read
     hub_->shutdown();

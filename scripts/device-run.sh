@@ -2,6 +2,9 @@
 # Runs on the GPU machine, from the repository root, after scripts/device-bundle.sh here — in one call, building
 # nothing. Logs and JSON go to out/device, or on the device to $OUT, packed at the end into $OUT/results.tgz; a short
 # table is printed last. Stages (VC_STAGES, comma separated, default all but soak and sanitizer):
+#   cold       scripts/cold-start-check.py: exec -> first result with empty caches, -> the tuned engine, and a second
+#              start with the caches it left (cold_start.json: first_result_s, full_speed_s, second_start_s); nothing
+#              dropped or classified twice across the switch to the tuned engine (not in the default)
 #   doctor     video-classifier doctor (GPU, cuDNN, NVDEC decoders)
 #   tests      every GPU test suite (gpu_tests)
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
@@ -72,6 +75,13 @@ make_clip() {
     ! x264enc bitrate=4000 speed-preset=superfast ! video/x-h264,profile="${2:-high}" ! h264parse ! mp4mux ! filesink location="$1"
 }
 
+# First, on the machine as it came: a cold start (empty caches), then a second one (scripts/cold-start-check.py).
+if want cold; then
+  stage "cold start: a live 1080p30 test pattern, first result and the tuned engine after exec; then a second start"
+  scripts/cold-start-check.py --app "$(command -v video-classifier)" --json "$out/cold_start.json" 2>&1 |
+    tee "$out/cold_start.log" || status=1
+  cp /tmp/vc-cold-*/*.log "$out/" 2>/dev/null
+fi
 if want doctor; then
   stage doctor
   video-classifier doctor 2>&1 | tee "$out/doctor.txt" || status=1
@@ -234,6 +244,7 @@ if want live; then
   scripts/live-check.py --app "$(command -v video-classifier)" --streams "${VC_LIVE_STREAMS:-64}" --file /tmp/vc-live-1080.mp4 \
     --viewers 20 --watch "${VC_LIVE_WATCHED:-16}" --device cuda --seconds "${VC_LIVE_WINDOW_S:-15}" --json "$out/live.json" 2>&1 |
     tee "$out/live.log" || status=1
+  for log in /tmp/vc-live-*/*/app.log; do [ -f "$log" ] && cp "$log" "$out/live-app-$(basename "$(dirname "$log")").log"; done
 fi
 if want gpus; then
   stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"

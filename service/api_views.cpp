@@ -130,7 +130,7 @@ json model_view(const pipeline::ModelView& m) {
   for (const auto& v : m.history) history.push_back(version(v));
   return {{"name", m.name},          {"id", m.current.id}, {"weights", m.current.weights},
           {"deployed", m.current.deployed}, {"labels", m.labels}, {"history", history},
-          {"can_roll_back", m.can_roll_back}};
+          {"can_roll_back", m.can_roll_back}, {"tuned", m.tuned}, {"tuned_after_s", m.tuned_after_s}};
 }
 
 std::string url_encoded(const std::string& text) {

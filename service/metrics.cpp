@@ -151,6 +151,15 @@ std::string render_metrics(const pipeline::RunControl& run) {
     t.family("vc_engine_up", "gauge", "1 while the engine works, 0 once it failed (its streams failed with it)");
     for (const auto& e : engines) t.sample("vc_engine_up", labels(e), e.failure.empty() ? 1 : 0);
     t.single("vc_ready", "gauge", "1 once the engine is built and every stream started", run.engine().ready ? 1 : 0);
+    const auto models = run.models();
+    t.family("vc_model_tuned", "gauge",
+             "1 once the model's engines run their tuned choices (0 while engines started untuned run, "
+             "inference.tune_in_background)");
+    for (const auto& m : models) t.sample("vc_model_tuned", fmt::format("model=\"{}\"", label(m.name)), m.tuned ? 1 : 0);
+    t.family("vc_model_tuned_after_seconds", "gauge", "when the tuned engines took over, after the run was set up (0: never needed)");
+    for (const auto& m : models) {
+      t.sample("vc_model_tuned_after_seconds", fmt::format("model=\"{}\"", label(m.name)), m.tuned_after_s);
+    }
     std::vector<int> gpus;  // each GPU once (two engines may share one)
     for (const auto& e : engines) {
       if (e.gpu >= 0 && std::find(gpus.begin(), gpus.end(), e.gpu) == gpus.end()) gpus.push_back(e.gpu);

@@ -23,9 +23,11 @@ constexpr int kSlots = 2;
 
 class CudaClassifier final : public Classifier {
  public:
-  CudaClassifier(LoadedModel model, const config::Config& config)
+  // `cancel`: set, the engine's tuning gives up (CudnnEngineOptions::cancel).
+  CudaClassifier(LoadedModel model, const config::Config& config, const std::atomic<bool>* cancel = nullptr)
       : network_(std::move(model.network)),
-        engine_(network_, model.settings.model.input_size, model.settings.model.input_size, options(config)),
+        config_(config),
+        engine_(network_, model.settings.model.input_size, model.settings.model.input_size, options(config, cancel)),
         prep_stream_(make_stream(StreamPriority::kLive)),
         preprocessor_(with_channels(inference::preprocess_params(model.settings.model), engine_.input_channels()), engine_.batch(),
                       prep_stream_, kSlots, size_t(1920) * 1080 * 3 / 2) {
@@ -51,6 +53,16 @@ class CudaClassifier final : public Classifier {
   int max_batch() const override { return engine_.batch(); }
   int max_in_flight() const override { return kSlots; }
   int cuda_device() const override { return device_; }
+
+  Tuner tuner() const override {
+    if (engine_.report().untuned_layers == 0) return nullptr;
+    auto model = std::make_shared<LoadedModel>(LoadedModel{network_, settings_});
+    auto tuned = config_;
+    tuned.inference.tune_in_background = false;
+    return [model, tuned](const std::atomic<bool>& cancel) -> std::unique_ptr<Classifier> {
+      return std::make_unique<CudaClassifier>(std::move(*model), tuned, &cancel);
+    };
+  }
 
   void submit(std::span<const FrameView> frames) override {
     if (frames.empty() || int(frames.size()) > engine_.batch()) {
@@ -104,12 +116,14 @@ class CudaClassifier final : public Classifier {
     bool used = false;
   };
 
-  static CudnnEngineOptions options(const config::Config& c) {
+  static CudnnEngineOptions options(const config::Config& c, const std::atomic<bool>* cancel) {
     CudnnEngineOptions o;
+    o.cancel = cancel;
     o.batch = c.inference.batch_size;
     o.device = c.inference.gpu_id;
     o.tf32_stem = c.inference.precision == config::Precision::Tf32Stem;
     o.autotune = c.inference.autotune;
+    o.quick = c.inference.autotune && c.inference.tune_in_background;
     o.cache_path = config::expand_home(c.inference.autotune_cache);
     o.workspace_limit = size_t(c.inference.workspace_mb) << 20;
     o.deterministic = c.inference.deterministic;
@@ -123,6 +137,7 @@ class CudaClassifier final : public Classifier {
   }
 
   Network network_;
+  config::Config config_;  // (what its tuned self is built with)
   CudnnEngine engine_;
   CudaStream prep_stream_;
   GpuPreprocessor preprocessor_;

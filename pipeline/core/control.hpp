@@ -70,6 +70,9 @@ struct ModelView {
   std::vector<std::string> labels;
   std::vector<ModelVersion> history;  // the weights it had before, newest first (at most 10)
   bool can_roll_back = false;         // the one before is still built (history.front())
+  bool tuned = true;                  // false while engines that started untuned run (inference.tune_in_background)
+  double tuned_after_s = 0;           // when the tuned engines took over, in seconds after the run was set up (0: never
+                                      // needed)
 };
 
 // A viewer of a stream's live video (pipeline/live/live_feed.hpp): handed, on the muxer's thread (must not block),

@@ -546,6 +546,7 @@ TEST_CASE("inference.gpus: one engine per entry, each on its GPU, built from one
   cfg.inference.autotune_cache = cache;
   cfg.inference.batch_size = 2;
   cfg.inference.gpus = {0, 0};  // what one GPU allows: the several-engine path, on one device
+  cfg.inference.tune_in_background = false;  // (tuned before they classify: the first saves what the second reads)
   const auto engines = Classifier::create_all(cfg);
   REQUIRE(engines.size() == 2);
   for (const auto& e : engines) CHECK(e->cuda_device() == 0);

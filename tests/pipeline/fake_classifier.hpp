@@ -3,6 +3,7 @@
 // test holds the engine back until what it wants to see has happened (latches, never sleeps).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <string>
@@ -31,7 +32,8 @@ class FakeClassifier final : public inference::Classifier {
         const auto l = logits_of(frames[i]);
         std::copy(l.begin(), l.begin() + std::min<long>(long(l.size()), num_classes_), logits.begin() + long(i) * num_classes_);
       } else {
-        logits[i * size_t(num_classes_) + size_t(batches_ % num_classes_)] = 5.f;
+        const int top = fixed_class >= 0 ? fixed_class : batches_ % num_classes_;
+        logits[i * size_t(num_classes_) + size_t(top)] = 5.f;
       }
     }
     pending_.push_back(std::move(logits));
@@ -41,14 +43,19 @@ class FakeClassifier final : public inference::Classifier {
     logits = std::move(pending_.front());
     pending_.pop_front();
   }
+  Tuner tuner() const override { return tuned_self; }
+  [[nodiscard]] int batches() const { return batches_; }
 
   std::function<void(int batch)> before_batch;  // called on the inference thread before batch `batch` starts
   // The logits of one frame, from what it shows (host memory frames); unset: the batch number's class.
   std::function<std::vector<float>(const inference::FrameView&)> logits_of;
+  int fixed_class = -1;  // every frame's top-1 (unless logits_of); -1: the batch number's class
+  // Set: the engine started untuned, and this builds its tuned self (Classifier::tuner).
+  Tuner tuned_self;
 
  private:
   int in_flight_, batch_;
-  int batches_ = 0;
+  std::atomic<int> batches_{0};  // (read by tests from other threads)
   std::deque<std::vector<float>> pending_;
 };
 

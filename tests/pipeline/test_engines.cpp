@@ -1,12 +1,16 @@
 // Several engines in one run (inference.gpus), on the CPU: which engine each stream goes to (by expected decode load,
 // sticky, re-balanced only as streams come and go), the batcher's lanes, a run spread over two engines that loses and
-// repeats nothing, and one engine's failure failing only its own streams.
+// repeats nothing, one engine's failure failing only its own streams, and engines started untuned switching to their
+// tuned selves (inference.tune_in_background) without losing or repeating a frame.
 #include <doctest/doctest.h>
 #include <fmt/ranges.h>
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "pipeline/batching/frame_hub.hpp"
 #include "pipeline/batching/gpu_assignment.hpp"
@@ -283,6 +287,83 @@ TEST_CASE("an engine that fails as a batch is collected: that batch's streams st
   both.push_back(std::make_unique<FailingCollect>(2));
   pipeline::Runner all(c2, std::move(both));
   CHECK_THROWS_WITH_AS(all.run(stop), doctest::Contains("Xid 13"), UnavailableError);
+}
+
+TEST_CASE("engines started untuned switch to their tuned selves between two batches: no frame lost or classified twice") {
+  const auto jsonl = path("engines-tune.jsonl");
+  auto c = config::parse_config(
+      "inputs:\n"
+      "  - {name: a, kind: test, pattern: ball, fps: 30, width: 160, height: 120, drop: block}\n"
+      "  - {name: b, kind: test, pattern: smpte, fps: 30, width: 160, height: 120, drop: block}\n");
+  c.output.results = jsonl;
+  config::validate(c);
+  // Two lanes (one stream each), each engine untuned (its top-1 class-1); its tuned self (class-2) is built only once
+  // both untuned engines have classified three batches, so that frames of both kinds exist.
+  std::array<FakeClassifier*, 2> untuned{};
+  std::array<std::atomic<FakeClassifier*>, 2> tuned{};
+  std::vector<std::unique_ptr<inference::Classifier>> two;
+  for (size_t i = 0; i < 2; ++i) {
+    auto e = std::make_unique<FakeClassifier>(2, 4);
+    e->fixed_class = 1;
+    e->tuned_self = [&, i](const std::atomic<bool>&) -> std::unique_ptr<inference::Classifier> {
+      wait_until([&] { return untuned[0]->batches() >= 3 && untuned[1]->batches() >= 3; });
+      auto t = std::make_unique<FakeClassifier>(2, 4);
+      t->fixed_class = 2;
+      tuned[i] = t.get();
+      return t;
+    };
+    untuned[i] = e.get();
+    two.push_back(std::move(e));
+  }
+  pipeline::Runner runner(c, std::move(two));
+  CHECK(!runner.control().models().at(0).tuned);
+  std::atomic<int> stop{0};
+  pipeline::RunSummary summary;
+  std::thread run([&] { summary = runner.run(stop); });
+  wait_until([&] { return runner.control().models().at(0).tuned; });
+  wait_until([&] { return tuned[0] && tuned[1] && tuned[0].load()->batches() >= 3 && tuned[1].load()->batches() >= 3; });
+  stop = 1;
+  run.join();
+  REQUIRE_MESSAGE(summary.code == ExitCode::kOk, fmt::format("{}", fmt::join(summary.problems, "; ")));
+  const auto model = runner.control().models().at(0);
+  CHECK(model.tuned_after_s > 0);
+  CHECK(model.history.empty());  // (not a deploy: nothing to roll back to)
+  // Per stream: every frame once, in order; class-1 up to one frame, class-2 from the next on.
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> seen;
+  for (const auto& j : read_jsonl(jsonl)) {
+    if (j.contains("top")) seen[j["stream"]].emplace_back(j["frame"], j["top"][0]["label"]);
+  }
+  for (const auto* name : {"a", "b"}) {
+    const auto& lines = seen[name];
+    REQUIRE(!lines.empty());
+    size_t switched = 0;
+    for (size_t k = 0; k < lines.size(); ++k) {
+      REQUIRE_MESSAGE(lines[k].first == int64_t(k), name, ": a frame skipped or classified twice around the switch");
+      if (k > 0 && lines[k].second != lines[k - 1].second) ++switched;
+    }
+    CHECK(lines.front().second == "class-1");
+    CHECK(lines.back().second == "class-2");
+    CHECK_MESSAGE(switched == 1, name, ": the labels went back and forth");
+  }
+}
+
+TEST_CASE("a run that ends before its tuned engine is built gives the build up: it never waits for it") {
+  const auto jsonl = path("engines-tune-cancel.jsonl");
+  auto c = four_files("engines-tune-cancel", 10, jsonl);
+  auto e = std::make_unique<FakeClassifier>(2, 4);
+  std::atomic<bool> cancelled{false};
+  e->tuned_self = [&](const std::atomic<bool>& cancel) -> std::unique_ptr<inference::Classifier> {
+    wait_until([&] { return cancel.load(); });  // (a build that would take longer than the run)
+    cancelled = true;
+    throw InternalError("cuDNN engine: its build was cancelled");
+  };
+  pipeline::Runner runner(c, std::move(e));
+  std::atomic<int> stop{0};
+  const auto summary = runner.run(stop);
+  CHECK(summary.code == ExitCode::kOk);
+  CHECK(cancelled);
+  CHECK(!runner.control().models().at(0).tuned);
+  CHECK(frame_lines(jsonl) == 40);  // every frame, by the untuned engine
 }
 
 TEST_CASE("inference.gpus: a list of GPUs or all; bad values are refused with the key") {

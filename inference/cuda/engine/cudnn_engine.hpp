@@ -10,6 +10,7 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -46,7 +47,12 @@ struct CudnnEngineOptions {
   // to 1.2 %, for 0.1-4 s more of a first start (cached starts run the settled plans). 0 = each layer's fastest alone.
   float tie_tolerance = 0.03f;
   bool autotune = true;            // time the algorithms (else cuDNN's heuristic choice)
-  std::string cache_path;          // algorithm cache file; "" = none
+  // With autotune: start at once — what the caches hold (a graph plan only where its compiled plan is kept, or
+  // cuDNN builds it without compiling), cuDNN's heuristic legacy algorithm for every other layer; nothing timed,
+  // compiled or saved. EngineReport::untuned_layers counts the layers an engine built without `quick` would tune.
+  bool quick = false;
+  const std::atomic<bool>* cancel = nullptr;  // set: the tuning gives up between two layers or plans (InternalError)
+  std::string cache_path;          // algorithm cache file ("" = none); compiled plans beside it (plan_cache.hpp)
   size_t workspace_limit = size_t(256) << 20;
   bool deterministic = false;      // deterministic algorithms only
   bool cuda_graph = true;
@@ -102,6 +108,8 @@ struct EngineReport {
   float ties_before_ms = 0, ties_after_ms = 0;  // the forward pass before and after
   double tie_seconds = 0;
   int cache_hits = 0, cache_misses = 0;
+  int plans_loaded = 0, plans_compiled = 0;  // graph plans: loaded compiled (plan_cache.hpp), compiled by cuDNN
+  int untuned_layers = 0;          // CudnnEngineOptions::quick: layers running a stand-in until tuned
   std::vector<ConvChoice> convs;
 };
 

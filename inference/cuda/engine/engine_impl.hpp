@@ -18,6 +18,7 @@
 #include "inference/cuda/cuda_memory.hpp"
 #include "inference/cuda/engine/cudnn_engine.hpp"
 #include "inference/cuda/engine/graph_conv.hpp"
+#include "inference/cuda/engine/plan_cache.hpp"
 #include "inference/cuda/engine/stem_kernel.hpp"
 
 namespace vc::inference {
@@ -54,6 +55,8 @@ struct CudnnEngine::Impl {
     const void* z = nullptr;  // residual, or null
     std::unique_ptr<GraphConv> graph;  // set when the graph-API plan `plan` runs this layer
     int plan = -1;
+    std::string graph_key;             // its graph-API cache key (FP16 layers)
+    bool plan_kept = false;            // `plan` was loaded from the plan cache, or saved there
     size_t trial_workspace = 0;  // the most any of its tied plans needs (the buffers hold it until settle_ties)
   };
   // Graph plans as fast as a layer's fastest alone: (plan index, ms).
@@ -66,6 +69,7 @@ struct CudnnEngine::Impl {
     TiedPlans plans;
   };
   std::vector<TiedGroup> ties;
+  std::unique_ptr<PlanCache> plan_cache;
 
   const Network& net;
   CudnnEngineOptions opt;
@@ -135,6 +139,8 @@ struct CudnnEngine::Impl {
   const cudnnConvolutionFwdAlgoPerf_t* first_usable(const Conv& c, const cudnnConvolutionFwdAlgoPerf_t* perf,
                                                      int count) const;
   void choose_algorithms(const cudaDeviceProp& prop);
+  // Throws InternalError once opt.cancel is set.
+  void check_cancel() const;
   // The most stable way cuDNN runs this layer, for diagnosis: the legacy API, implicit GEMM (else its
   // precomputed-index variant, else plain GEMM, where cuDNN refuses it), no Tensor Cores: FMA for the FP32 stem,
   // default math for FP16 (Tensor-Core math only if cuDNN has none of these without). Each candidate is run
@@ -147,8 +153,11 @@ struct CudnnEngine::Impl {
   template <typename Fn>
   float time_on_stream(Fn fn);
   GraphConvShape graph_shape(const Conv& c) const;
-  // A cached graph plan: rebuild just that plan. False (legacy is kept) if it no longer builds.
+  // A cached graph plan: load its compiled plan (plan_cache), else build just that plan (with opt.quick, only if that
+  // needs no compiling). False (legacy is kept) if it cannot.
   bool use_graph_plan(Conv& c, int plan);
+  // Saves the compiled graph plans this start chose and did not load (after settle_ties: the settled ones).
+  void keep_plans();
   // Times the legacy choice against the first max_graph_plans graph-API plans: every plan with short replays, then
   // the kFinalists fastest as long as the legacy call. Keeps the fastest, and returns the finalists within
   // opt.tie_tolerance of it, for settle_ties. (Timing all 16 plans as long as the legacy call took ResNet-50's first

@@ -53,6 +53,7 @@ CudnnEngine::Impl::Impl(const Network& network, int height, int width, const Cud
   run_steps();
   CUDA_CHECK(cudaStreamSynchronize(stream));
   settle_ties();
+  if (opt.autotune && !opt.quick) keep_plans();
   size_workspaces();
   choose_branches();
   // Built on low-priority streams (above); it runs on high-priority ones. (Everything reads `stream` when it runs,
@@ -79,6 +80,14 @@ CudnnEngine::Impl::Impl(const Network& network, int height, int width, const Cud
             report.concurrent_ms > 0 ? fmt::format(" (forward pass concurrent {:.4f} ms, serial {:.4f} ms)",
                                                    report.concurrent_ms, report.serial_ms)
                                      : "");
+  if (report.plans_loaded + report.plans_compiled > 0) {
+    log->info("graph plans: {} loaded compiled from {}, {} compiled by cuDNN", report.plans_loaded,
+              plan_cache->folder().empty() ? "(no cache)" : plan_cache->folder(), report.plans_compiled);
+  }
+  if (report.untuned_layers > 0) {
+    log->info("started untuned: {} of {} convolution(s) run cuDNN's heuristic choice until they are tuned",
+              report.untuned_layers, convs.size());
+  }
   if (report.cache_misses > 0) {
     log->info("tuning {:.2f} s ({:.2f} s compiling graph plans); {} layer shape(s) with near-tied plans, {} of {} "
               "swaps kept on the whole forward pass ({:.4f} -> {:.4f} ms, {:.2f} s)",

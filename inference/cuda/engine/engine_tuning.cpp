@@ -1,5 +1,6 @@
 // The cuDNN engine's choices: see engine_impl.hpp.
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -73,10 +74,12 @@ const cudnnConvolutionFwdAlgoPerf_t* CudnnEngine::Impl::first_usable(const Conv&
 
 void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
   AlgoCache cache(opt.cache_path);
+  plan_cache = std::make_unique<PlanCache>(opt.autotune ? opt.cache_path : "", machine_identity(opt.device));
   const auto t0 = EngineClock::now();
   DeviceBuffer<uint8_t> tuning_workspace;
   size_t max_workspace = 0;
   for (size_t index = 0; index < convs.size(); ++index) {
+    check_cancel();
     Conv& c = *convs[index];
     ConvChoice choice;
     choice.layer = c.layer->name;
@@ -97,7 +100,7 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
       choice.tuned_ms = hit->ms;
       choice.source = "cache";
       ++report.cache_hits;
-    } else if (opt.autotune) {
+    } else if (opt.autotune && !opt.quick) {
       if (!tuning_workspace.get() && opt.workspace_limit) tuning_workspace = DeviceBuffer<uint8_t>(opt.workspace_limit);
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
@@ -122,6 +125,7 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
       c.algo = suggested->algo;
       math = suggested->mathType;
       choice.source = "heuristic";
+      if (opt.autotune) ++report.untuned_layers;  // (quick)
     }
     CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv_desc, math));
     const auto status = cudnnGetConvolutionForwardWorkspaceSize(handle, c.x_desc, c.w_desc, c.conv_desc, c.y_desc,
@@ -138,9 +142,13 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
     choice.math = math_name(math, c.fp32);
     if (!c.fp32 && opt.autotune && choice.source != "override") {
       const auto graph_key = key + "|api|graph-timed";  // (entries timed eagerly, before, are not reused)
-      if (auto hit = cache.find(graph_key); hit && (!hit->graph || use_graph_plan(c, hit->algorithm))) {
+      c.graph_key = graph_key;
+      const auto hit = cache.find(graph_key);
+      if (hit && (!hit->graph || use_graph_plan(c, hit->algorithm))) {
         choice.tuned_ms = hit->ms;
         join_ties(graph_key, index);  // a layer of a shape tuned earlier in this start
+      } else if (opt.quick) {
+        if (choice.source == "cache") ++report.untuned_layers;  // (a heuristic one is counted already)
       } else {
         if (!tuning_workspace.get() && opt.workspace_limit) tuning_workspace = DeviceBuffer<uint8_t>(opt.workspace_limit);
         auto tied = tune_graph(c, choice, tuning_workspace.get());
@@ -165,6 +173,10 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
   report.workspace_bytes = max_workspace;
   report.tuning_seconds = seconds_since(t0);
   if (opt.autotune) cache.save();
+}
+
+void CudnnEngine::Impl::check_cancel() const {
+  if (opt.cancel && opt.cancel->load()) throw InternalError("cuDNN engine: its build was cancelled");
 }
 
 void CudnnEngine::Impl::choose_safe(Conv& c, ConvChoice& choice) {
@@ -214,9 +226,31 @@ GraphConvShape CudnnEngine::Impl::graph_shape(const Conv& c) const {
 }
 
 bool CudnnEngine::Impl::use_graph_plan(Conv& c, int plan) {
+  const auto plan_key = fmt::format("{}|plan{}", c.graph_key, plan);
+  if (const auto kept = plan_cache->find(plan_key)) {
+    try {
+      auto g = GraphConv::load(handle, *kept, plan);
+      if (size_t(g->workspace_size(plan)) <= opt.workspace_limit) {
+        c.workspace = size_t(g->workspace_size(plan));
+        c.graph = std::move(g);
+        c.plan = plan;
+        c.plan_kept = true;
+        ++report.plans_loaded;
+        return true;
+      }
+    } catch (const InternalError& e) {
+      log->debug("{}: kept plan {} not used ({})", c.layer->name, plan, e.what());
+    }
+  }
   try {
     auto g = std::make_unique<GraphConv>(handle, graph_shape(c), opt.deterministic);
-    if (!g->build(plan) || size_t(g->workspace_size(plan)) > opt.workspace_limit) return false;
+    const bool compiles = g->compiles_at_runtime(plan);
+    if (opt.quick && compiles) return false;  // the tuned engine compiles (and keeps) it
+    const auto t0 = EngineClock::now();
+    const bool built = g->build(plan);
+    report.plan_build_seconds += seconds_since(t0);
+    if (!built || size_t(g->workspace_size(plan)) > opt.workspace_limit) return false;
+    if (compiles) ++report.plans_compiled;
     c.workspace = size_t(g->workspace_size(plan));
     c.graph = std::move(g);
     c.plan = plan;
@@ -256,9 +290,11 @@ CudnnEngine::Impl::TiedPlans CudnnEngine::Impl::tune_graph(Conv& c, ConvChoice& 
   };
   std::vector<int> plans;
   for (int i = 0; i < std::min(opt.max_graph_plans, g->candidate_count()); ++i) {
+    check_cancel();
     const auto t0 = EngineClock::now();
     const bool built = g->build(i);
     report.plan_build_seconds += seconds_since(t0);
+    if (built && g->compiles_at_runtime(i)) ++report.plans_compiled;
     if (built && size_t(g->workspace_size(i)) <= opt.workspace_limit) plans.push_back(i);
   }
   auto screened = time_plans(plans, [&](auto&& fn) {
@@ -323,6 +359,7 @@ void CudnnEngine::Impl::settle_ties() {
     if (group.convs.empty()) continue;
     const size_t first = group.convs.front();
     const int tuned = group.tuned;
+    check_cancel();
     int kept = tuned;
     float kept_ms = report.convs[first].tuned_ms;
     for (const auto& [plan, ms] : group.plans) {
@@ -363,6 +400,17 @@ void CudnnEngine::Impl::settle_ties() {
   report.ties_after_ms = float(best);
   report.tie_seconds = seconds_since(t0);
   cache.save();
+}
+
+void CudnnEngine::Impl::keep_plans() {
+  std::set<std::string> kept;
+  for (auto& conv : convs) {
+    Conv& c = *conv;
+    if (!c.graph) continue;
+    const auto plan_key = fmt::format("{}|plan{}", c.graph_key, c.plan);
+    if (c.plan_kept || !kept.insert(plan_key).second) continue;  // (layers of one shape: kept once)
+    plan_cache->put(plan_key, c.graph->serialize(c.plan));
+  }
 }
 
 void CudnnEngine::Impl::choose_branches() {

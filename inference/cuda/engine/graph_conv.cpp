@@ -3,6 +3,7 @@
 #include <cudnn_frontend.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "config/errors.hpp"
@@ -30,7 +31,12 @@ struct GraphConv::Impl {
   cudnnHandle_t handle;
   fe::graph::Graph graph;
   std::vector<bool> built;
+  int loaded = -1;  // a graph of one loaded plan: the candidate number it stands for
+  // The graph's own index of candidate `index`: a loaded graph has its plan at 0.
+  [[nodiscard]] int64_t at(int index) const { return loaded >= 0 ? 0 : index; }
 };
+
+GraphConv::GraphConv() : impl_(std::make_unique<Impl>()) {}
 
 GraphConv::GraphConv(cudnnHandle_t handle, const GraphConvShape& s, bool deterministic)
     : impl_(std::make_unique<Impl>()) {
@@ -69,9 +75,10 @@ GraphConv::GraphConv(cudnnHandle_t handle, const GraphConvShape& s, bool determi
 
 GraphConv::~GraphConv() = default;
 
-int GraphConv::candidate_count() const { return int(impl_->built.size()); }
+int GraphConv::candidate_count() const { return impl_->loaded >= 0 ? impl_->loaded + 1 : int(impl_->built.size()); }
 
 bool GraphConv::build(int index) {
+  if (impl_->loaded >= 0) return index == impl_->loaded;
   if (index < 0 || index >= candidate_count()) return false;
   if (!impl_->built[index]) impl_->built[index] = impl_->graph.build_plan_at_index(impl_->handle, index).is_good();
   return impl_->built[index];
@@ -79,7 +86,7 @@ bool GraphConv::build(int index) {
 
 int64_t GraphConv::workspace_size(int index) const {
   int64_t bytes = 0;
-  check(impl_->graph.get_workspace_size_plan_at_index(index, bytes), "workspace size");
+  check(impl_->graph.get_workspace_size_plan_at_index(impl_->at(index), bytes), "workspace size");
   return bytes;
 }
 
@@ -88,13 +95,43 @@ void GraphConv::execute(int index, const void* x, const void* w, const void* bia
   std::unordered_map<int64_t, void*> pack = {{kX, const_cast<void*>(x)}, {kW, const_cast<void*>(w)},
                                              {kBias, const_cast<void*>(bias)}, {kY, y}};
   if (z) pack[kZ] = const_cast<void*>(z);
-  check(impl_->graph.execute_plan_at_index(impl_->handle, pack, workspace, index), "execute");
+  check(impl_->graph.execute_plan_at_index(impl_->handle, pack, workspace, impl_->at(index)), "execute");
 }
 
 std::string GraphConv::plan_name(int index) const {
   std::string name;
-  if (impl_->graph.get_plan_name_at_index(index, name).is_bad()) return "?";
+  if (impl_->graph.get_plan_name_at_index(impl_->at(index), name).is_bad()) return "?";
   return name;
+}
+
+bool GraphConv::compiles_at_runtime(int index) const {
+  if (impl_->loaded >= 0) return true;
+  std::vector<fe::BehaviorNote_t> notes;
+  if (impl_->graph.get_behavior_notes_for_plan_at_index(index, notes).is_bad()) return false;
+  return std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
+}
+
+std::vector<uint8_t> GraphConv::serialize(int index) {
+  std::vector<uint8_t> data;
+  if (impl_->loaded >= 0 || !build(index) || !compiles_at_runtime(index)) return data;
+  // (Building a built candidate again only makes it the graph's current one, which is what serialize writes.)
+  if (impl_->graph.build_plan_at_index(impl_->handle, index).is_bad() ||
+      impl_->graph.serialize(data, /*serialize_structure=*/false).is_bad()) {
+    data.clear();
+  }
+  return data;
+}
+
+std::unique_ptr<GraphConv> GraphConv::load(cudnnHandle_t handle, const std::vector<uint8_t>& plan, int index) {
+  std::unique_ptr<GraphConv> g(new GraphConv());
+  g->impl_->handle = handle;
+  try {
+    check(g->impl_->graph.deserialize(handle, plan, /*enforce_precompiled=*/true, /*run_warmup=*/false), "deserialize");
+  } catch (const std::exception& e) {  // (a blob the JSON parser cannot read throws its own exception)
+    throw InternalError(fmt::format("cuDNN graph API: a kept plan does not load: {}", e.what()));
+  }
+  g->impl_->loaded = index;
+  return g;
 }
 
 }  // namespace vc::inference

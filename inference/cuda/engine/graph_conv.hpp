@@ -31,8 +31,19 @@ class GraphConv {
   // Runs candidate `index` (asynchronously on the handle's stream). z may be null without a residual.
   void execute(int index, const void* x, const void* w, const void* bias, const void* z, void* y, void* workspace) const;
   [[nodiscard]] std::string plan_name(int index) const;
+  // Whether cuDNN compiles candidate `index`'s kernel when it is built (a runtime-fusion engine: the costly builds,
+  // and the only ones cuDNN can serialize). Known before building.
+  [[nodiscard]] bool compiles_at_runtime(int index) const;
+
+  // Compiled plans kept across starts (plan_cache.hpp): candidate `index`, built, as cuDNN serializes it; empty when
+  // cuDNN cannot (engines that need no compiling).
+  [[nodiscard]] std::vector<uint8_t> serialize(int index);
+  // A graph holding only the plan `serialize` gave, as candidate `index` (the number it had when it was tuned), built
+  // without compiling. Throws vc::InternalError when cuDNN refuses it (another GPU or library).
+  static std::unique_ptr<GraphConv> load(cudnnHandle_t handle, const std::vector<uint8_t>& plan, int index);
 
  private:
+  GraphConv();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
