@@ -462,14 +462,12 @@ std::vector<Field> schema(Config& c) {
                "several GPUs in one process, e.g. [0, 1] or all: an engine on each, every stream decoded and classified "
                "on one of them (the least busy when it starts); [] = inference.gpu_id alone"),
       number("inference.batch_size", &n.batch_size, 1, 1024, "most frames per forward pass, from any streams"),
-      number("inference.batch_timeout_ms", &n.batch_timeout_ms, 0.0, 10000.0,
-             "longest wait to fill a batch once its first frame is there"),
+      number("inference.batch_timeout_ms", &n.batch_timeout_ms, 0.0, 10000.0, "longest wait to fill a batch's frames"),
       choice("inference.precision", &n.precision, "stem/classifier precision: strict FP32, or TF32 in the stem"),
       boolean("inference.autotune", &n.autotune, "time cuDNN algorithms on the real shapes at start-up"),
       path("inference.autotune_cache", &n.autotune_cache, "algorithm cache file; empty = no cache"),
       boolean("inference.tune_in_background", &n.tune_in_background,
-              "with autotune: classify from the first frame with what needs no timing or compiling, and switch to "
-              "the tuned engine, built beside it, between two batches (false: tune before the first frame)"),
+              "with autotune: classify at once, switch to the tuned engine once built beside it (false: tune first)"),
       number("inference.workspace_mb", &n.workspace_mb, 0, 65536, "cuDNN workspace limit in MiB"),
       boolean("inference.deterministic", &n.deterministic, "use only deterministic algorithms"),
       boolean("inference.cuda_graph", &n.cuda_graph, "capture the forward pass in a CUDA graph"),

@@ -6,7 +6,7 @@
 #              start with the caches it left (cold_start.json: first_result_s, full_speed_s, second_start_s); nothing
 #              dropped or classified twice across the switch to the tuned engine (not in the default)
 #   doctor     video-classifier doctor (GPU, cuDNN, NVDEC decoders)
-#   tests      every GPU test suite (gpu_tests)
+#   tests      every GPU test suite (gpu_tests; VC_GPU_TEST_ARGS narrows it, e.g. --test-suite=gpu.cold_start)
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
 #   zoo        the media zoo (scripts/make-media-zoo.sh, carried in the bundle with each file's CPU results: libav
 #              decoding, the CPU engine): every file decoded as the app chooses there (NVDEC where it decodes the
@@ -88,7 +88,7 @@ if want doctor; then
 fi
 if want tests; then
   stage gpu_tests
-  gpu_tests --force-colors=false > "$out/gpu_tests.log" 2>&1 || status=1
+  gpu_tests --force-colors=false ${VC_GPU_TEST_ARGS:-} > "$out/gpu_tests.log" 2>&1 || status=1
   grep -E "ERROR|FATAL" -A3 "$out/gpu_tests.log" | head -n 60
   grep -E "MESSAGE" -A1 "$out/gpu_tests.log" | grep -v "^--" | head -n 40
   grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log"
