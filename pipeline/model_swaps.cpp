@@ -92,6 +92,7 @@ void ModelSwaps::tune() {
         of_lanes.push_back(lane);
       }
       tuners_[m].clear();  // (what they hold, a copy of the weights, goes)
+      if (engines.empty()) continue;  // (a model whose engines started tuned)
       std::vector<EngineLane*> lanes;
       {
         std::unique_lock lock(lanes_mutex_);
@@ -104,7 +105,6 @@ void ModelSwaps::tune() {
         std::lock_guard lock(mutex_);
         info = slots_[m].info;
       }
-      if (engines.empty()) continue;
       switch_lanes(m, std::move(engines), info, lanes, cancel_);  // (the untuned engines it returns go)
     } catch (const std::exception& e) {
       if (!cancel_) log->warn("model {}: the tuned engine could not be built ({}): the untuned one goes on", names_[m], e.what());
