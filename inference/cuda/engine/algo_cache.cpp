@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,20 +52,28 @@ void AlgoCache::save() const {
     }
     const std::filesystem::path path(path_);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    // A name of its own: several processes, or engines of one process (one per GPU), may save the same cache at once;
-    // the rename is atomic.
-    static std::atomic<int> saves{0};
-    const auto tmp = fmt::format("{}.tmp.{}.{}", path_, getpid(), saves++);
-    {
-      std::ofstream out(tmp);
-      out << nlohmann::json{{"version", 1}, {"algorithms", algos}}.dump(1) << "\n";
-      if (!out) throw std::runtime_error("write failed");
-    }
-    std::filesystem::rename(tmp, path);
+    write_file_atomically(path_, nlohmann::json{{"version", 1}, {"algorithms", algos}}.dump(1) + "\n");
     log->info("saved {} tuned algorithms to {}", entries_.size(), path_);
   } catch (const std::exception& e) {
     log->warn("could not save the algorithm cache to {}: {}", path_, e.what());
   }
+}
+
+void write_file_atomically(const std::string& path, std::string_view head, std::span<const uint8_t> body) {
+  static std::atomic<int> writes{0};
+  const auto tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), writes++);
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(head.data(), std::streamsize(head.size()));
+    out.write(reinterpret_cast<const char*>(body.data()), std::streamsize(body.size()));
+    if (!out.flush()) {
+      out.close();
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      throw std::runtime_error("write failed");
+    }
+  }
+  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace vc::inference

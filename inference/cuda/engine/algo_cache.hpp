@@ -1,9 +1,12 @@
 // The on-disk cache of autotuned cuDNN algorithms: JSON, keyed by GPU, cuDNN version, layer shape, batch and
 // precision, so that a second start skips the timing. A missing or unreadable cache is simply empty.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace vc::inference {
 
@@ -28,5 +31,10 @@ class AlgoCache {
   std::map<std::string, CachedAlgo> entries_;
   bool dirty_ = false;
 };
+
+// Writes `path` as `head` then `body` through a temporary file of its own (this process, a counter) and a rename:
+// several processes, or engines of one process, may save the same file at once; a reader sees the old file or a
+// whole new one. Throws std::runtime_error or std::filesystem::filesystem_error.
+void write_file_atomically(const std::string& path, std::string_view head, std::span<const uint8_t> body = {});
 
 }  // namespace vc::inference

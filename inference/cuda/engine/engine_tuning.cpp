@@ -20,6 +20,9 @@ constexpr double kScreenTargetMs = 0.5;
 constexpr size_t kFinalists = 3;
 constexpr double kTieMargin = 0.002;
 
+// A compiled plan's key in the plan cache: its layer shape's graph-API key and the plan's number.
+std::string plan_key(const std::string& graph_key, int plan) { return fmt::format("{}|plan{}", graph_key, plan); }
+
 const char* math_name(cudnnMathType_t m, bool fp32) {
   if (!fp32) return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? "fp16-tensor-op" : "fp16-fma";
   return m == CUDNN_FMA_MATH ? "fp32-fma" : "tf32-tensor-op";
@@ -74,7 +77,7 @@ const cudnnConvolutionFwdAlgoPerf_t* CudnnEngine::Impl::first_usable(const Conv&
 
 void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
   AlgoCache cache(opt.cache_path);
-  plan_cache = std::make_unique<PlanCache>(opt.autotune ? opt.cache_path : "", machine_identity(opt.device));
+  plan_cache = std::make_unique<PlanCache>(opt.autotune ? opt.cache_path : "", machine_identity(prop));
   const auto t0 = EngineClock::now();
   DeviceBuffer<uint8_t> tuning_workspace;
   size_t max_workspace = 0;
@@ -226,8 +229,7 @@ GraphConvShape CudnnEngine::Impl::graph_shape(const Conv& c) const {
 }
 
 bool CudnnEngine::Impl::use_graph_plan(Conv& c, int plan) {
-  const auto plan_key = fmt::format("{}|plan{}", c.graph_key, plan);
-  if (const auto kept = plan_cache->find(plan_key)) {
+  if (const auto kept = plan_cache->find(plan_key(c.graph_key, plan))) {
     try {
       auto g = GraphConv::load(handle, *kept, plan);
       if (size_t(g->workspace_size(plan)) <= opt.workspace_limit) {
@@ -407,9 +409,9 @@ void CudnnEngine::Impl::keep_plans() {
   for (auto& conv : convs) {
     Conv& c = *conv;
     if (!c.graph) continue;
-    const auto plan_key = fmt::format("{}|plan{}", c.graph_key, c.plan);
-    if (c.plan_kept || !kept.insert(plan_key).second) continue;  // (layers of one shape: kept once)
-    plan_cache->put(plan_key, c.graph->serialize(c.plan));
+    const auto key = plan_key(c.graph_key, c.plan);
+    if (c.plan_kept || !kept.insert(key).second) continue;  // (layers of one shape: kept once)
+    plan_cache->put(key, c.graph->serialize(c.plan));
   }
 }
 

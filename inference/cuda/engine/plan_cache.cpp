@@ -3,19 +3,17 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <cudnn_frontend_version.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
-#include <system_error>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "config/logging.hpp"
+#include "inference/cuda/engine/algo_cache.hpp"
 
 namespace vc::inference {
 namespace fs = std::filesystem;
@@ -39,31 +37,9 @@ std::string read_all(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Writes through a temporary file of this process and a rename: a reader sees the old file or the whole new one.
-void write_atomically(const fs::path& path, const std::string& head, const std::vector<uint8_t>& body) {
-  static std::atomic<int> writes{0};
-  const auto tmp = fs::path(fmt::format("{}.tmp.{}.{}", path.string(), getpid(), writes++));
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << head;
-    out.write(reinterpret_cast<const char*>(body.data()), std::streamsize(body.size()));
-    if (!out.flush()) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw std::runtime_error("write failed");
-    }
-  }
-  fs::rename(tmp, path);
-}
-
 }  // namespace
 
-std::string machine_identity(int device) {
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-    cudaGetLastError();
-    prop = {};
-  }
+std::string machine_identity(const cudaDeviceProp& prop) {
   int cuda_driver = 0;
   if (cudaDriverGetVersion(&cuda_driver) != cudaSuccess) cudaGetLastError();
   const auto driver = driver_version();
@@ -111,10 +87,10 @@ void PlanCache::put(const std::string& key, const std::vector<uint8_t>& plan) {
       for (const auto& entry : fs::directory_iterator(folder_)) {
         if (entry.path().extension() == ".plan") fs::remove(entry.path());
       }
-      write_atomically(fs::path(folder_) / kMachineFile, nlohmann::json{{"machine", machine_}}.dump() + "\n", {});
+      write_file_atomically((fs::path(folder_) / kMachineFile).string(), nlohmann::json{{"machine", machine_}}.dump() + "\n");
       usable_ = true;
     }
-    write_atomically(file_of(key), key + "\n", plan);
+    write_file_atomically(file_of(key), key + "\n", plan);
   } catch (const std::exception& e) {
     if (!warned_) vc::log::get("inference")->warn("could not keep a compiled plan in {}: {}", folder_, e.what());
     warned_ = true;

@@ -6,6 +6,8 @@
 // and the cuDNN frontend. Plans of another machine are ignored (one info line), and replaced by the first plan saved.
 // Every file is written atomically; a missing, unreadable or foreign plan is simply compiled again.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,7 +33,8 @@ class PlanCache {
   bool warned_ = false;
 };
 
-// "NVIDIA H100 80GB HBM3 sm90 | driver 580.95.05 (CUDA 13000) | cuDNN 91400 | frontend 13200" for GPU `device`.
-std::string machine_identity(int device);
+// "NVIDIA H100 80GB HBM3 sm90 | driver 580.95.05 (CUDA 13000) | cuDNN 91400 | frontend 13200" for the GPU `prop`
+// describes.
+std::string machine_identity(const cudaDeviceProp& prop);
 
 }  // namespace vc::inference
