@@ -62,6 +62,7 @@ TEST_CASE("a deploy switches every stream to the new weights between two batches
   CHECK(old_id.starts_with("default@"));
   CHECK(old_id.size() == std::string("default@").size() + 12);
   CHECK(before["models"][0]["can_roll_back"] == false);
+  CHECK(before["models"][0]["tuned"] == true);  // (the CPU engine: nothing to tune)
   CHECK(before["models"][0]["history"].empty());
 
   // Refused, each saying why, the running model untouched: weights that are not a model, a file outside

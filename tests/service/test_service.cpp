@@ -140,6 +140,8 @@ TEST_CASE("/metrics, /healthz and /readyz: real HTTP, values that move, text tha
   CHECK(f2 > f1);  // the counters move with the run
   CHECK(value(b2, "vc_stream_latency_seconds_count{stream=\"stream0\"}") == doctest::Approx(f2));
   CHECK(value(b2, "vc_ready") == 1);
+  CHECK(value(b2, "vc_model_tuned{model=\"default\"}") == 1);  // (the CPU engine: tuned from the start)
+  CHECK(value(b2, "vc_model_tuned_after_seconds{model=\"default\"}") == 0);
   CHECK(b2.find("vc_batch_size_bucket") != std::string::npos);
   // Prometheus' own parser (prometheus_client) reads every family.
   const auto parse = run_command("'" + python.string() + "' -c \"import sys; from prometheus_client.parser import "
