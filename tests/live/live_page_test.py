@@ -8,8 +8,10 @@ In the page: every stream plays live from live.mp4 through Media Source Extensio
 snapshots where this chromium cannot play HEVC: reported, and then its codec string must name HEVC); each <video>'s
 currentTime advances for 10 s; the label the page draws (window.vcLive[STREAM].shown: a frame and its top-1 label, and
 the text over the picture) is the results file's label for that frame, checked twice a second, the result drawn is
-never of a later frame than the one shown, and for the files the picture on screen is that frame's (their patterns
-change every 2 s, dark and bright: the video's brightness says which is shown); a tile opens to the large view, whose
+never of a later frame than the one shown nor more than a frame earlier unless the page marks it as an earlier frame's
+(`stale`: that frame's result has not come), and for the files the picture on screen is that of the frame whose
+unmarked label is drawn (their patterns change every 2 s, dark and bright: the video's brightness says which is
+shown); a tile opens to the large view, whose
 timeline has a bar an event covers: clicking it plays the event's clip (its currentTime advances), as does the event
 list's play button; no console error. A screenshot of the large view goes to --out (and to --screenshot, e.g.
 docs/live-view.png).
@@ -174,6 +176,8 @@ def check_picture(name, state, pictures):
     shown = state.get("shown")
     if name not in ("h264", "hevc") or state["mode"] != "mse" or not shown or state.get("luma") is None:
         return
+    if shown.get("stale"):  # (the page says the label is an earlier frame's: this one's has not come)
+        return
     each = FPS * SECONDS_EACH
     # (Not from the results' pts: the earliest pts the results have is the file's first picture only if that picture
     # was not dropped — the CPU engine drops some while it starts on a busy machine.)
@@ -208,6 +212,9 @@ def check_label(app, name, state, checked):
         if shown["t"] > state["mediaTime"] + 0.002:
             raise Failure(f"{name}: the label drawn is of a later frame (t {shown['t']}) than the one shown "
                           f"({state['mediaTime']})")
+        if not shown.get("stale") and state["mediaTime"] - shown["t"] > 1.5 / FPS:
+            raise Failure(f"{name}: the label drawn (t {shown['t']}) is not marked as an earlier frame's, but the frame "
+                          f"shown is {state['mediaTime'] - shown['t']:.2f} s later")
         if state["drawn"] is None or not state["drawn"].startswith(shown["label"] + " "):
             raise Failure(f"{name}: over the picture is {state['drawn']!r}, not the label of frame {frame}")
     checked.setdefault(name, set()).add(frame)
@@ -237,6 +244,9 @@ def watch(browser, app):
         if len(checked.get(name, ())) < 3:
             raise Failure(f"{name}: only {len(checked.get(name, ()))} frames' labels could be checked: {state}")
         state["pictures"] = pictures.get(name, 0)
+        if name == "h264" and state["pictures"] < 3:  # (a page that marked every label as an earlier frame's fails)
+            raise Failure(f"{name}: the picture shown could be checked against the label drawn only "
+                          f"{state['pictures']} times: {state}")
     return modes, checked, times
 
 
