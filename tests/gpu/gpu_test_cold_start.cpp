@@ -1,7 +1,8 @@
 // A first start without waiting (CudnnEngineOptions::quick: what needs no timing or compiling) and the compiled
 // graph plans kept beside the algorithm cache (plan_cache.hpp): every start gives the CPU's logits, a quick start
 // after a tuned one runs the tuned choices from the caches without compiling, and plans of another machine or
-// damaged ones are compiled again rather than used.
+// damaged ones are compiled again rather than used; plans compiled on several threads at once run as those compiled one
+// after the other.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -134,6 +135,43 @@ TEST_CASE("a quick start classifies at once; a tuned start keeps its compiled pl
     CHECK(damaged.report().plans_compiled > 0);
     CHECK(relative_error(image0(damaged.run(input.fp16.data())), want) <= 1e-2);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("graph plans compiled on several threads at once run as those compiled one after the other") {
+  const auto net = random_resnet(named_resnet("resnet50", 1000), 12);
+  const int batch = 2, size = 224;
+  const size_t image = size_t(size) * size * 3;
+  const auto input = vc::test::random_fp16_input(image * size_t(batch));
+  const std::vector<float> first_image(input.value.begin(), input.value.begin() + std::ptrdiff_t(image));
+  const auto want = CpuEngine(net, 0).forward(first_image, 1, size, size);
+  const auto dir = fs::temp_directory_path() / "vc-gpu-test-compile-beside";
+  std::vector<float> logits[2];
+  double seconds[2] = {};
+  int compiled[2] = {};
+  for (const int threads : {1, 8}) {  // (empty caches each time: every plan compiled)
+    fs::remove_all(dir);
+    CudnnEngineOptions o;
+    o.batch = batch;
+    o.cache_path = (dir / "algorithms.json").string();
+    o.compile_threads = threads;
+    CudnnEngine engine(net, size, size, o);
+    const auto& r = engine.report();
+    const int k = threads > 1;
+    MESSAGE(threads << " thread(s): set-up " << r.setup_seconds << " s, " << r.plans_compiled << " plans compiled in "
+                    << r.plan_build_seconds << " s, " << graph_layers(r) << " graph-API layers");
+    CHECK(r.compile_threads == threads);
+    CHECK(r.plans_compiled > 0);
+    REQUIRE(graph_layers(r) > 0);
+    REQUIRE(!kept_plans(dir / "algorithms.plans").empty());  // (adopted plans are kept as built ones are)
+    logits[k] = engine.run(input.fp16.data());
+    CHECK(relative_error(std::vector<float>(logits[k].begin(), logits[k].begin() + net.num_classes), want) <= 1e-2);
+    seconds[k] = r.plan_build_seconds;
+    compiled[k] = r.plans_compiled;
+  }
+  MESSAGE("compiling: " << seconds[0] << " s one after the other (" << compiled[0] << " plans), " << seconds[1]
+                        << " s on 8 threads (" << compiled[1] << " plans, every candidate of every shape)");
+  CHECK(relative_error(logits[1], logits[0]) <= 1e-2);
   fs::remove_all(dir);
 }
 

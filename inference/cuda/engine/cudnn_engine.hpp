@@ -52,6 +52,9 @@ struct CudnnEngineOptions {
   // compiled or saved. EngineReport::untuned_layers counts the layers an engine built without `quick` would tune.
   bool quick = false;
   const std::atomic<bool>* cancel = nullptr;  // set: the tuning gives up between two layers or plans (InternalError)
+  // Threads compiling the graph plans a first start tunes, beside each other (plan_compiler.hpp; 0 = half the cores,
+  // at most 8; 1 = one after the other, as each layer is tuned).
+  int compile_threads = 0;
   std::string cache_path;          // algorithm cache file ("" = none); compiled plans beside it (plan_cache.hpp)
   size_t workspace_limit = size_t(256) << 20;
   bool deterministic = false;      // deterministic algorithms only
@@ -102,6 +105,7 @@ struct EngineReport {
   double setup_seconds = 0;
   double tuning_seconds = 0;       // choosing every convolution's algorithm (cache hits make it ~0)
   double plan_build_seconds = 0;   // of which compiling graph-API plans
+  int compile_threads = 1;         // that compiled them (CudnnEngineOptions::compile_threads)
   // Near-tied plans settled on the whole forward pass (CudnnEngineOptions::tie_tolerance; 0 when none were tuned):
   int tie_groups = 0;              // layer shapes with near-tied plans
   int tie_trials = 0, tie_swaps = 0;  // forward passes timed with another plan; swaps kept

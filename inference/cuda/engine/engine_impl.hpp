@@ -9,6 +9,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 
 #include "config/logging.hpp"
 #include "inference/cuda/cuda_memory.hpp"
+#include "inference/cuda/engine/algo_cache.hpp"
 #include "inference/cuda/engine/cudnn_engine.hpp"
 #include "inference/cuda/engine/graph_conv.hpp"
 #include "inference/cuda/engine/plan_cache.hpp"
@@ -70,6 +72,8 @@ struct CudnnEngine::Impl {
   };
   std::vector<TiedGroup> ties;
   std::unique_ptr<PlanCache> plan_cache;
+  // Plans compiled beside each other before the layers are tuned (compile_beside), by plan key; adopted as built.
+  std::map<std::string, std::vector<uint8_t>> compiled_beside;
 
   const Network& net;
   CudnnEngineOptions opt;
@@ -139,6 +143,14 @@ struct CudnnEngine::Impl {
   const cudnnConvolutionFwdAlgoPerf_t* first_usable(const Conv& c, const cudnnConvolutionFwdAlgoPerf_t* perf,
                                                      int count) const;
   void choose_algorithms(const cudaDeviceProp& prop);
+  // The graph-API key of an FP16 layer's shape (cache_key + the graph API's own suffix).
+  std::string graph_key(const Conv& c, const cudaDeviceProp& prop) const;
+  // Before a first start tunes its layers: every candidate plan of the layer shapes it will tune that cuDNN compiles,
+  // compiled on opt.compile_threads threads at once (plan_compiler.hpp) into compiled_beside.
+  void compile_beside(const AlgoCache& cache, const cudaDeviceProp& prop);
+  // Candidate `plan` of `g` (a graph of the shape `key`) made runnable: adopted from compiled_beside, else built here
+  // (compiling it if it must: counted in the report). False if cuDNN cannot build it.
+  bool build_plan(GraphConv& g, const std::string& key, int plan);
   // Throws InternalError once opt.cancel is set.
   void check_cancel() const;
   // The most stable way cuDNN runs this layer, for diagnosis: the legacy API, implicit GEMM (else its

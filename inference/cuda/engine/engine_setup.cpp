@@ -89,9 +89,9 @@ CudnnEngine::Impl::Impl(const Network& network, int height, int width, const Cud
               report.untuned_layers, convs.size());
   }
   if (report.cache_misses > 0) {
-    log->info("tuning {:.2f} s ({:.2f} s compiling graph plans); {} layer shape(s) with near-tied plans, {} of {} "
-              "swaps kept on the whole forward pass ({:.4f} -> {:.4f} ms, {:.2f} s)",
-              report.tuning_seconds, report.plan_build_seconds, report.tie_groups, report.tie_swaps, report.tie_trials,
+    log->info("tuning {:.2f} s ({:.2f} s compiling graph plans, {} thread(s)); {} layer shape(s) with near-tied plans, "
+              "{} of {} swaps kept on the whole forward pass ({:.4f} -> {:.4f} ms, {:.2f} s)",
+              report.tuning_seconds, report.plan_build_seconds, report.compile_threads, report.tie_groups, report.tie_swaps, report.tie_trials,
               report.ties_before_ms, report.ties_after_ms, report.tie_seconds);
   }
 }

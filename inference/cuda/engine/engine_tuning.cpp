@@ -8,6 +8,7 @@
 #include "inference/cuda/engine/algo_cache.hpp"
 #include "inference/cuda/engine/engine_impl.hpp"
 #include "inference/cuda/engine/gpu_timer.hpp"
+#include "inference/cuda/engine/plan_compiler.hpp"
 
 namespace vc::inference {
 namespace {
@@ -58,6 +59,10 @@ std::string CudnnEngine::Impl::cache_key(const Conv& c, const cudaDeviceProp& pr
                      opt.deterministic ? "|det" : "", opt.workspace_limit >> 20);
 }
 
+std::string CudnnEngine::Impl::graph_key(const Conv& c, const cudaDeviceProp& prop) const {
+  return cache_key(c, prop) + "|api|graph-timed";  // (entries timed eagerly, before, are not reused)
+}
+
 bool CudnnEngine::Impl::acceptable_math(const Conv& c, cudnnMathType_t m) const {
   if (c.fp32 && !opt.tf32_stem) return m == CUDNN_FMA_MATH;  // strict FP32: no TF32 down-conversion
   return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -79,6 +84,7 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
   AlgoCache cache(opt.cache_path);
   plan_cache = std::make_unique<PlanCache>(opt.autotune ? opt.cache_path : "", machine_identity(prop));
   const auto t0 = EngineClock::now();
+  if (opt.autotune && !opt.quick) compile_beside(cache, prop);
   DeviceBuffer<uint8_t> tuning_workspace;
   size_t max_workspace = 0;
   for (size_t index = 0; index < convs.size(); ++index) {
@@ -144,21 +150,20 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
     choice.algorithm = int(c.algo);
     choice.math = math_name(math, c.fp32);
     if (!c.fp32 && opt.autotune && choice.source != "override") {
-      const auto graph_key = key + "|api|graph-timed";  // (entries timed eagerly, before, are not reused)
-      c.graph_key = graph_key;
-      const auto hit = cache.find(graph_key);
+      c.graph_key = graph_key(c, prop);
+      const auto hit = cache.find(c.graph_key);
       if (hit && (!hit->graph || use_graph_plan(c, hit->algorithm))) {
         choice.tuned_ms = hit->ms;
-        join_ties(graph_key, index);  // a layer of a shape tuned earlier in this start
+        join_ties(c.graph_key, index);  // a layer of a shape tuned earlier in this start
       } else if (opt.quick) {
         if (choice.source == "cache") ++report.untuned_layers;  // (a heuristic one is counted already)
       } else {
         if (!tuning_workspace.get() && opt.workspace_limit) tuning_workspace = DeviceBuffer<uint8_t>(opt.workspace_limit);
         auto tied = tune_graph(c, choice, tuning_workspace.get());
-        cache.put(graph_key, {c.graph ? c.plan : int(c.algo), int(math), bool(c.graph), c.workspace, choice.tuned_ms});
+        cache.put(c.graph_key, {c.graph ? c.plan : int(c.algo), int(math), bool(c.graph), c.workspace, choice.tuned_ms});
         if (!tied.empty() && opt.cuda_graph) {
-          ties.push_back({graph_key, c.plan, {}, std::move(tied)});
-          join_ties(graph_key, index);
+          ties.push_back({c.graph_key, c.plan, {}, std::move(tied)});
+          join_ties(c.graph_key, index);
         }
       }
       if (c.graph) {
@@ -172,10 +177,48 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
     report.convs.push_back(choice);
   }
   tuning_workspace = DeviceBuffer<uint8_t>();
+  compiled_beside.clear();
   workspace = DeviceBuffer<uint8_t>(max_workspace);
   report.workspace_bytes = max_workspace;
   report.tuning_seconds = seconds_since(t0);
   if (opt.autotune) cache.save();
+}
+
+void CudnnEngine::Impl::compile_beside(const AlgoCache& cache, const cudaDeviceProp& prop) {
+  report.compile_threads = opt.compile_threads > 0 ? opt.compile_threads : default_compile_threads();
+  if (report.compile_threads <= 1) return;
+  std::vector<PlanShape> shapes;
+  std::set<std::string> seen;
+  for (const auto& conv : convs) {  // (the layers choose_algorithms tunes with the graph API, a shape once)
+    const Conv& c = *conv;
+    if (c.fp32 || opt.safe_layers.count(c.layer->name) || opt.algorithms.count(c.layer->name)) continue;
+    const auto key = graph_key(c, prop);
+    if (!cache.find(key) && seen.insert(key).second) shapes.push_back({key, graph_shape(c)});
+  }
+  if (shapes.empty()) return;
+  const auto t0 = EngineClock::now();
+  for (auto& p : compile_plans(opt.device, shapes, opt.max_graph_plans, opt.deterministic, report.compile_threads,
+                               opt.cancel)) {
+    compiled_beside[plan_key(p.key, p.index)] = std::move(p.plan);
+  }
+  report.plans_compiled += int(compiled_beside.size());
+  report.plan_build_seconds += seconds_since(t0);
+  log->debug("{} graph plans of {} layer shapes compiled on {} threads in {:.2f} s", compiled_beside.size(),
+             shapes.size(), report.compile_threads, seconds_since(t0));
+  check_cancel();
+}
+
+bool CudnnEngine::Impl::build_plan(GraphConv& g, const std::string& key, int plan) {
+  if (g.is_built(plan)) return true;
+  if (const auto it = compiled_beside.find(plan_key(key, plan)); it != compiled_beside.end() && g.adopt(plan, it->second)) {
+    return true;
+  }
+  const bool compiles = g.compiles_at_runtime(plan);
+  const auto t0 = EngineClock::now();
+  const bool built = g.build(plan);
+  report.plan_build_seconds += seconds_since(t0);
+  if (built && compiles) ++report.plans_compiled;
+  return built;
 }
 
 void CudnnEngine::Impl::check_cancel() const {
@@ -246,13 +289,8 @@ bool CudnnEngine::Impl::use_graph_plan(Conv& c, int plan) {
   }
   try {
     auto g = std::make_unique<GraphConv>(handle, graph_shape(c), opt.deterministic);
-    const bool compiles = g->compiles_at_runtime(plan);
-    if (opt.quick && compiles) return false;  // the tuned engine compiles (and keeps) it
-    const auto t0 = EngineClock::now();
-    const bool built = g->build(plan);
-    report.plan_build_seconds += seconds_since(t0);
-    if (!built || size_t(g->workspace_size(plan)) > opt.workspace_limit) return false;
-    if (compiles) ++report.plans_compiled;
+    if (opt.quick && g->compiles_at_runtime(plan)) return false;  // the tuned engine compiles (and keeps) it
+    if (!build_plan(*g, c.graph_key, plan) || size_t(g->workspace_size(plan)) > opt.workspace_limit) return false;
     c.workspace = size_t(g->workspace_size(plan));
     c.graph = std::move(g);
     c.plan = plan;
@@ -293,11 +331,7 @@ CudnnEngine::Impl::TiedPlans CudnnEngine::Impl::tune_graph(Conv& c, ConvChoice& 
   std::vector<int> plans;
   for (int i = 0; i < std::min(opt.max_graph_plans, g->candidate_count()); ++i) {
     check_cancel();
-    const auto t0 = EngineClock::now();
-    const bool built = g->build(i);
-    report.plan_build_seconds += seconds_since(t0);
-    if (built && g->compiles_at_runtime(i)) ++report.plans_compiled;
-    if (built && size_t(g->workspace_size(i)) <= opt.workspace_limit) plans.push_back(i);
+    if (build_plan(*g, c.graph_key, i) && size_t(g->workspace_size(i)) <= opt.workspace_limit) plans.push_back(i);
   }
   auto screened = time_plans(plans, [&](auto&& fn) {
     return float(median_replayed_ms(stream, fn, kScreenLoops, kScreenTargetMs));
@@ -329,10 +363,7 @@ void CudnnEngine::Impl::join_ties(const std::string& cache_key, size_t index) {
   });
   if (group == ties.end() || !c.graph) return;
   for (const auto& [plan, ms] : group->plans) {
-    const auto t0 = EngineClock::now();
-    const bool built = c.graph->build(plan);
-    report.plan_build_seconds += seconds_since(t0);
-    if (built) c.trial_workspace = std::max(c.trial_workspace, size_t(c.graph->workspace_size(plan)));
+    if (build_plan(*c.graph, cache_key, plan)) c.trial_workspace = std::max(c.trial_workspace, size_t(c.graph->workspace_size(plan)));
   }
   group->convs.push_back(index);
 }

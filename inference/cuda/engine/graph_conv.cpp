@@ -32,8 +32,16 @@ struct GraphConv::Impl {
   fe::graph::Graph graph;
   std::vector<bool> built;
   int loaded = -1;  // a graph of one loaded plan: the candidate number it stands for
-  // The graph's own index of candidate `index`: a loaded graph has its plan at 0.
-  [[nodiscard]] int64_t at(int index) const { return loaded >= 0 ? 0 : index; }
+  // Adopted candidates (adopt): a graph of that one plan, and the plan as it came.
+  std::vector<std::unique_ptr<fe::graph::Graph>> adopted;
+  std::vector<std::vector<uint8_t>> adopted_plans;
+  // The graph that runs candidate `index`, and its own index there (a loaded or adopted plan is at 0).
+  [[nodiscard]] fe::graph::Graph& graph_of(int index) {
+    return index >= 0 && size_t(index) < adopted.size() && adopted[index] ? *adopted[index] : graph;
+  }
+  [[nodiscard]] int64_t at(int index) const {
+    return loaded >= 0 || (index >= 0 && size_t(index) < adopted.size() && adopted[index]) ? 0 : index;
+  }
 };
 
 GraphConv::GraphConv() : impl_(std::make_unique<Impl>()) {}
@@ -84,9 +92,14 @@ bool GraphConv::build(int index) {
   return impl_->built[index];
 }
 
+bool GraphConv::is_built(int index) const {
+  if (impl_->loaded >= 0) return index == impl_->loaded;
+  return index >= 0 && index < candidate_count() && impl_->built[index];
+}
+
 int64_t GraphConv::workspace_size(int index) const {
   int64_t bytes = 0;
-  check(impl_->graph.get_workspace_size_plan_at_index(impl_->at(index), bytes), "workspace size");
+  check(impl_->graph_of(index).get_workspace_size_plan_at_index(impl_->at(index), bytes), "workspace size");
   return bytes;
 }
 
@@ -95,12 +108,12 @@ void GraphConv::execute(int index, const void* x, const void* w, const void* bia
   std::unordered_map<int64_t, void*> pack = {{kX, const_cast<void*>(x)}, {kW, const_cast<void*>(w)},
                                              {kBias, const_cast<void*>(bias)}, {kY, y}};
   if (z) pack[kZ] = const_cast<void*>(z);
-  check(impl_->graph.execute_plan_at_index(impl_->handle, pack, workspace, impl_->at(index)), "execute");
+  check(impl_->graph_of(index).execute_plan_at_index(impl_->handle, pack, workspace, impl_->at(index)), "execute");
 }
 
 std::string GraphConv::plan_name(int index) const {
   std::string name;
-  if (impl_->graph.get_plan_name_at_index(impl_->at(index), name).is_bad()) return "?";
+  if (impl_->graph_of(index).get_plan_name_at_index(impl_->at(index), name).is_bad()) return "?";
   return name;
 }
 
@@ -113,6 +126,7 @@ bool GraphConv::compiles_at_runtime(int index) const {
 
 std::vector<uint8_t> GraphConv::serialize(int index) {
   std::vector<uint8_t> data;
+  if (index >= 0 && size_t(index) < impl_->adopted_plans.size() && impl_->adopted[index]) return impl_->adopted_plans[index];
   if (impl_->loaded >= 0 || !build(index) || !compiles_at_runtime(index)) return data;
   // (Building a built candidate again only makes it the graph's current one, which is what serialize writes.)
   if (impl_->graph.build_plan_at_index(impl_->handle, index).is_bad() ||
@@ -132,6 +146,23 @@ std::unique_ptr<GraphConv> GraphConv::load(cudnnHandle_t handle, const std::vect
   }
   g->impl_->loaded = index;
   return g;
+}
+
+bool GraphConv::adopt(int index, const std::vector<uint8_t>& plan) {
+  if (impl_->loaded >= 0 || index < 0 || index >= candidate_count() || plan.empty()) return false;
+  if (impl_->built[index]) return true;  // (built here already: kept as it is)
+  auto graph = std::make_unique<fe::graph::Graph>();
+  try {
+    if (graph->deserialize(impl_->handle, plan, /*enforce_precompiled=*/true, /*run_warmup=*/false).is_bad()) return false;
+  } catch (const std::exception&) {  // (a blob the JSON parser cannot read throws its own exception)
+    return false;
+  }
+  impl_->adopted.resize(impl_->built.size());
+  impl_->adopted_plans.resize(impl_->built.size());
+  impl_->adopted[index] = std::move(graph);
+  impl_->adopted_plans[index] = plan;
+  impl_->built[index] = true;
+  return true;
 }
 
 }  // namespace vc::inference

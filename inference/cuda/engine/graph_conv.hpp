@@ -27,6 +27,7 @@ class GraphConv {
   [[nodiscard]] int candidate_count() const;
   // Compiles candidate `index`; false when cuDNN cannot build it (it is then skipped).
   bool build(int index);
+  [[nodiscard]] bool is_built(int index) const;
   [[nodiscard]] int64_t workspace_size(int index) const;
   // Runs candidate `index` (asynchronously on the handle's stream). z may be null without a residual.
   void execute(int index, const void* x, const void* w, const void* bias, const void* z, void* y, void* workspace) const;
@@ -41,6 +42,10 @@ class GraphConv {
   // A graph holding only the plan `serialize` gave, as candidate `index` (the number it had when it was tuned), built
   // without compiling. Throws vc::InternalError when cuDNN refuses it (another GPU or library).
   static std::unique_ptr<GraphConv> load(cudnnHandle_t handle, const std::vector<uint8_t>& plan, int index);
+  // Candidate `index` of this graph from the plan `serialize` gave for it (compiled elsewhere: another thread, or an
+  // earlier start): build(index) is then true without compiling, and the candidate runs that plan (one built here
+  // already is kept). False (nothing changed) when cuDNN refuses it.
+  bool adopt(int index, const std::vector<uint8_t>& plan);
 
  private:
   GraphConv();
