@@ -199,6 +199,9 @@ std::unique_ptr<Classifier> make_cuda_classifier(LoadedModel model, const config
 std::unique_ptr<Classifier> Classifier::create(const config::Config& config) {
   auto log = vc::log::get("inference");
   bool cuda = config.inference.device != config::Device::Cpu;
+  // The model is read while the GPU is probed (the CUDA driver's start and cuDNN's libraries: most of a fresh
+  // machine's first second).
+  auto model_read = std::async(cuda ? std::launch::async : std::launch::deferred, load_model, std::cref(config));
   if (cuda) {
     const auto gpus = probe_gpus();
     const bool usable = int(gpus.devices.size()) > config.inference.gpu_id && gpus.cudnn_problems.empty();
@@ -214,7 +217,7 @@ std::unique_ptr<Classifier> Classifier::create(const config::Config& config) {
       cuda = false;
     }
   }
-  auto model = load_model(config);
+  auto model = model_read.get();
   std::unique_ptr<Classifier> classifier;
   if (cuda) {
     classifier = make_cuda_classifier(std::move(model), config);

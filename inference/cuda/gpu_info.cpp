@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <fstream>
+#include <future>
 #include <regex>
 
 #include <cuda_runtime.h>
@@ -68,6 +69,21 @@ std::string cuda_version_string(int v) { return fmt::format("{}.{}", v / 1000, (
 
 GpuReport probe_gpus() {
   GpuReport r;
+  // cuDNN 9's libcudnn.so is a shim that loads these on first use; a missing one is the usual broken install. Loaded
+  // beside the CUDA driver's start (on a fresh machine each takes a good part of a second: hundreds of MB of kernels).
+  auto sublibraries = std::async(std::launch::async, [] {
+    std::vector<std::string> problems;
+    for (const char* sub : {"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+                            "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9"}) {
+      // Never dlclose these: on loading, each registers entry points with libcudnn_graph, and unloading it
+      // leaves cuDNN calling into unmapped memory (a crash in cudnn::graph::LibraryLoader, seen on an H200).
+      if (!dlopen(sub, RTLD_LAZY | RTLD_GLOBAL)) {
+        const char* why = dlerror();
+        problems.push_back(fmt::format("{} cannot be loaded: {}", sub, why ? why : "unknown error"));
+      }
+    }
+    return problems;
+  });
   r.driver_version = read_driver_version();
   if (cudaDriverGetVersion(&r.cuda_driver_api) != cudaSuccess) r.cuda_driver_api = 0;
   if (cudaRuntimeGetVersion(&r.cuda_runtime) != cudaSuccess) r.cuda_runtime = 0;
@@ -111,16 +127,7 @@ GpuReport probe_gpus() {
     r.cudnn_problems.push_back(fmt::format("loaded cuDNN {} is older than the {} it was built against",
                                            cudnn_version_string(r.cudnn_loaded), cudnn_version_string(r.cudnn_compiled)));
   }
-  // cuDNN 9's libcudnn.so is a shim that loads these on first use; a missing one is the usual broken install.
-  for (const char* sub : {"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
-                          "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9"}) {
-    // Never dlclose these: on loading, each registers entry points with libcudnn_graph, and unloading it
-    // leaves cuDNN calling into unmapped memory (a crash in cudnn::graph::LibraryLoader, seen on an H200).
-    if (!dlopen(sub, RTLD_LAZY | RTLD_GLOBAL)) {
-      const char* why = dlerror();
-      r.cudnn_problems.push_back(fmt::format("{} cannot be loaded: {}", sub, why ? why : "unknown error"));
-    }
-  }
+  for (auto& problem : sublibraries.get()) r.cudnn_problems.push_back(std::move(problem));
   return r;
 }
 
