@@ -8,6 +8,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/thread_name.hpp"
 
 namespace vc::pipeline {
 namespace {
@@ -74,7 +75,10 @@ EngineLane::~EngineLane() { join(); }
 
 void EngineLane::start(Hooks hooks) {
   hooks_ = std::move(hooks);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("vc-engine");
+    run();
+  });
 }
 
 void EngineLane::join() {

@@ -9,6 +9,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/thread_name.hpp"
 #include "config/utc_time.hpp"
 
 namespace vc::pipeline {
@@ -60,7 +61,12 @@ void ModelSwaps::prepare_tuning(const std::vector<std::vector<std::unique_ptr<in
       }
     }
   }
-  if (any) tuning_ = std::thread([this] { tune(); });
+  if (any) {
+    tuning_ = std::thread([this] {
+      name_this_thread("vc-tuning");
+      tune();
+    });
+  }
 }
 
 void ModelSwaps::start_tuning(const std::vector<std::unique_ptr<EngineLane>>& lanes) {

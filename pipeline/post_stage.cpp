@@ -1,5 +1,6 @@
 #include "pipeline/post_stage.hpp"
 
+#include "config/thread_name.hpp"
 #include "pipeline/outputs/collector.hpp"
 
 #include <cmath>
@@ -48,7 +49,10 @@ PostStage::PostStage(const config::Config& config, std::vector<ModelInfo> models
   capacity = std::max(capacity, streams_.size());
   streams_.resize(capacity, nullptr);
   state_.resize(capacity);
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("vc-post");
+    loop();
+  });
 }
 
 PostStage::~PostStage() {

@@ -37,6 +37,27 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
+# The threads that serve the live view: the stream's remuxer (its appsrc's and mp4mux's GStreamer threads), the HTTP
+# server's, the MJPEG view's producer. Their own CPU is a viewer's cost, apart from the drift of the whole app's CPU
+# from one window to the next (a few % of a core on a busy machine: the engine, the decoders).
+VIEW_THREADS = ("livesrc:src", "livemux:src", "vc-http", "vc-http-io", "vc-mjpeg")
+
+
+def thread_cpu(pid):
+    """{thread name: CPU seconds of the app's threads of that name}."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # (a thread that ended)
+        out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 class Viewer(threading.Thread):
     """Reads a live body until stopped, counting its bytes; keeps its first bytes."""
 
@@ -137,9 +158,12 @@ def measure(args, work, x264, problems):
             time.sleep(1)  # (connected and served the first picture)
             results.read()
             frames0, cpu0, t0, dropped0 = results.frames, cpu_seconds(app.pid), time.monotonic(), dropped(url)
+            threads0 = thread_cpu(app.pid)
             time.sleep(args.seconds)
             results.read()
             cpu1, t1, dropped1 = cpu_seconds(app.pid), time.monotonic(), dropped(url)
+            threads1 = thread_cpu(app.pid)
+            busy = {n: (c - threads0.get(n, 0)) / (t1 - t0) for n, c in threads1.items()}
             for v in viewers:
                 v.stop()
             lat = [l for at, l in results.latencies if t0 <= at <= t1]
@@ -152,7 +176,9 @@ def measure(args, work, x264, problems):
             rows.append({"window": name, "viewers": len(viewers), "cores": round((cpu1 - cpu0) / (t1 - t0), 3),
                          "dropped": dropped1 - dropped0,
                          "fps": round((results.frames - frames0) / (t1 - t0), 1), "p99_ms": round(p99(lat), 1),
-                         "kbytes_per_viewer": round(sum(got) / max(1, len(got)) / 1024, 1), "x264": x264})
+                         "kbytes_per_viewer": round(sum(got) / max(1, len(got)) / 1024, 1), "x264": x264,
+                         "view_thread_cores": round(sum(c for n, c in busy.items() if n in VIEW_THREADS), 4),
+                         "threads": {n: round(c, 3) for n, c in sorted(busy.items(), key=lambda i: -i[1])[:10]}})
             time.sleep(1)
         total = {"at_start": at_start, "in_all": dropped(url)}
     finally:
@@ -189,13 +215,19 @@ def main():
     base = rows[0]
     print(f"live view cost: {args.streams} stream(s) ({args.file or 'test pattern 640x480 30 fps'}), engine {args.device}, "
           f"{args.seconds:g} s windows")
-    print(f"{'window':40} {'cores':>6} {'per viewer':>11} {'fps':>7} {'p99 ms':>7} {'KiB/viewer':>11} {'dropped':>8}")
+    print(f"{'window':40} {'cores':>6} {'per viewer':>11} {'its threads':>12} {'fps':>7} {'p99 ms':>7} {'KiB/viewer':>11} "
+          f"{'dropped':>8}")
     for r in rows:
         extra = ((r["cores"] - base["cores"]) / r["viewers"]) if r["viewers"] else None
+        own = ((r["view_thread_cores"] - base["view_thread_cores"]) / r["viewers"]) if r["viewers"] else None
         r["cores_per_viewer"] = None if extra is None else round(extra, 4)
+        r["view_thread_cores_per_viewer"] = None if own is None else round(own, 4)
         name = "labelled x264 output of every stream" if r["x264"] else r["window"]
         print(f"{name:40} {r['cores']:6.3f} {('%+.1f %%' % (100 * extra)) if extra is not None else '':>11} "
+              f"{('%+.2f %%' % (100 * own)) if own is not None else '':>12} "
               f"{r['fps']:7.1f} {r['p99_ms']:7.1f} {r['kbytes_per_viewer']:11.1f} {r['dropped']:8d}")
+    print("(per viewer: the app's CPU over the first window's; its threads: that of the live view's own threads — "
+          f"{', '.join(VIEW_THREADS)} — the same way, apart from the rest's drift)")
     for run, d in drops.items():
         print(f"frames dropped ({run} run): {d['at_start']} while the streams started (before the first window), "
               f"{d['in_all']} in all")

@@ -13,6 +13,7 @@
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "config/redact.hpp"
+#include "config/thread_name.hpp"
 #include "config/version.hpp"
 #include "service/api_views.hpp"
 
@@ -281,6 +282,7 @@ Response Api::mjpeg(const Request& req, const std::string& name) {
   auto live = std::make_shared<http::LiveBody>(kLiveQueueBytes);
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread producer([this, live, done, name, width, interval] {
+    name_this_thread("vc-mjpeg");
     while (live->open() && !stopping_) {
       const auto next = std::chrono::steady_clock::now() + interval;
       std::optional<pipeline::Snapshot> shot;

@@ -16,6 +16,7 @@
 #include "config/redact.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/thread_name.hpp"
 #include "config/utc_time.hpp"
 #include "pipeline/outputs/appsrc_feed.hpp"
 #include "pipeline/outputs/frame_image.hpp"
@@ -119,7 +120,10 @@ EventStage::EventStage(const config::Config& cfg, std::vector<StreamStats*> stre
   gates_.resize(capacity);
   for (size_t i = 0; i < initial.size(); ++i) add_stream(int(i), *initial[i]);
   retention_ = std::make_unique<Retention>(settings_.dir, settings_.retain_days, settings_.retain_gib);
-  thread_ = std::thread([this] { work(); });
+  thread_ = std::thread([this] {
+    name_this_thread("vc-events");
+    work();
+  });
   vc::log::get("events")->info("{} event rule(s); clips {}, snapshots {}; in {}", rules_.size(),
                                settings_.clips ? "on" : "off", settings_.snapshots ? "on" : "off", settings_.dir);
 }

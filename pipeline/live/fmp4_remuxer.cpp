@@ -23,13 +23,13 @@ Fmp4Remuxer::Fmp4Remuxer(const std::shared_ptr<GstCaps>& caps, Output out, std::
   // appsrc (the stream's own caps) -> parser (the muxer's stream format) -> mp4mux, a fragment per picture -> appsink.
   pipeline_ = make_pipeline(nullptr);
   GstElement* p = pipeline_.get();
-  src_ = add_element(p, "appsrc", "src");
+  src_ = add_element(p, "appsrc", "livesrc");  // (its thread: "livesrc:src", the muxer's "livemux:src")
   g_object_set(src_, "caps", caps.get(), "format", GST_FORMAT_TIME, "block", FALSE, "max-bytes", kMaxQueuedBytes, nullptr);
   GstElement* parse = add_element(p, parser);
-  GstElement* mux = add_element(p, "mp4mux", "mux");
+  GstElement* mux = add_element(p, "mp4mux", "livemux");
   // A fragment as soon as a picture is in (1 ms: every picture ends one), written as it goes, never rewritten.
   g_object_set(mux, "fragment-duration", 1u, "streamable", TRUE, nullptr);
-  GstElement* sink = add_element(p, "appsink", "out");
+  GstElement* sink = add_element(p, "appsink", "liveout");
   g_object_set(sink, "sync", FALSE, "enable-last-sample", FALSE, nullptr);
   GstAppSinkCallbacks callbacks{};
   callbacks.new_sample = [](GstAppSink* s, gpointer self) {

@@ -14,6 +14,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/thread_name.hpp"
 #include "pipeline/outputs/appsrc_feed.hpp"
 #include "pipeline/outputs/frame_image.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
@@ -44,7 +45,10 @@ Collector::Collector(const config::Output& s, size_t capacity)
   if (ec) throw CantCreateError(fmt::format("output.collect.dir: cannot create {}: {}", dir_, ec.message()));
   load_index();
   compact();  // (the lines of frames reviewed or dropped since are left out: the index stays the size of the queue)
-  thread_ = std::thread([this] { work(); });
+  thread_ = std::thread([this] {
+    name_this_thread("vc-collect");
+    work();
+  });
 }
 
 // The frames still waiting (their files there), oldest first, and the count of those dropped for room so far.

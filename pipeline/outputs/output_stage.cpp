@@ -12,6 +12,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/thread_name.hpp"
 #include "pipeline/outputs/output_queue.hpp"
 #include "pipeline/outputs/frame_image.hpp"
 #include "pipeline/outputs/overlay.hpp"
@@ -55,7 +56,12 @@ class OutputStage::Worker {
       : wants_stop_(wants_stop), consumed_(std::move(consumed)), queue_(kQueue) {}
   virtual ~Worker() = default;
 
-  void start() { thread_ = std::thread([this] { loop(); }); }
+  void start() {
+    thread_ = std::thread([this] {
+      name_this_thread("vc-output");
+      loop();
+    });
+  }
 
   // Never blocks (output_queue.hpp).
   void submit(LabelledFrame item, StreamStats& stats, bool may_drop) {

@@ -12,6 +12,7 @@
 
 #include "config/logging.hpp"
 #include "config/redact.hpp"
+#include "config/thread_name.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/image_files.hpp"
 
@@ -91,7 +92,10 @@ void Stream::start() {
   }
   // "starting" until its first frame (a camera's handshake, a decoder's start), then "running".
   stats_.started_ns = steady_ns(Clock::now());
-  thread_ = std::thread([this] { supervise(); });
+  thread_ = std::thread([this] {
+    name_this_thread("vc-stream");
+    supervise();
+  });
 }
 
 void Stream::join() {

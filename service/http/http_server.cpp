@@ -25,6 +25,7 @@
 
 #include "config/errors.hpp"
 #include "config/logging.hpp"
+#include "config/thread_name.hpp"
 
 namespace vc::service::http {
 
@@ -43,7 +44,12 @@ constexpr size_t kReadSlack = 8 * 1024;
 class WorkerPool {
  public:
   WorkerPool(int threads, size_t max_waiting) : max_waiting_(max_waiting) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this] {
+        name_this_thread("vc-http");
+        work();
+      });
+    }
   }
   ~WorkerPool() {
     std::deque<std::function<void()>> dropped;  // (destroyed outside the lock: they hold connections)
@@ -457,7 +463,10 @@ HttpServer::Impl::Impl(Limits limits, const Router& router) : limits_(std::move(
   reads_ = std::make_unique<WorkerPool>(limits_.read_workers, limits_.max_waiting);
   changes_ = std::make_unique<WorkerPool>(1, limits_.max_waiting);
   accept();
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("vc-http-io");
+    io_.run();
+  });
 }
 
 HttpServer::Impl::~Impl() {
