@@ -19,6 +19,8 @@
 #              (e.g. "--branches serial;--max-plans 64 --batches 1"), each into bench-variant-N.{log,json}
 #   rss        scripts/rss-per-restart.sh with the cuDNN engine, NVDEC then CPU decoding (VC_RSS_RESTARTS, default 6)
 #   pipeline   tools/bench/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
+#   density    bench_pipeline's live runs at VC_DENSITY_LIVE (104,128,150) streams of VC_DENSITY_SECONDS (60): held or not,
+#              and the steady window's drops by stage, stage times and frames in flight per stream (not in the default)
 #   events     bench_pipeline's live run of 64 1080p30 streams, then again with an event rule firing on every stream
 #              every few seconds (clips, snapshots): drops, p99 and the CPU that recording costs (not in the default)
 #   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
@@ -80,6 +82,9 @@ if want cold; then
   stage "cold start: a live 1080p30 test pattern, first result and the tuned engine after exec; then a second start"
   scripts/cold-start-check.py --app "$(command -v video-classifier)" --json "$out/cold_start.json" 2>&1 |
     tee "$out/cold_start.log" || status=1
+  # Where a start's first second goes before the first log line: the dynamic loader (its own statistics), the whole
+  # exec of a command that needs no GPU.
+  { LD_DEBUG=statistics video-classifier --version; time video-classifier --version; } >"$out/cold_loader.log" 2>&1 || true
   cp /tmp/vc-cold-*/*.log "$out/" 2>/dev/null
 fi
 if want doctor; then
@@ -205,6 +210,12 @@ if want pipeline; then
   # shellcheck disable=SC2086
   bench_pipeline --app "$(command -v video-classifier)" --json "$out/bench_pipeline.json" --log-dir "$out/separate" ${VC_PIPELINE_ARGS:-} 2>&1 |
     tee "$out/bench_pipeline.log" | grep -v "^[0-9:. ]*warning" || status=1
+fi
+if want density; then
+  stage "density: ${VC_DENSITY_LIVE:-104,128,150} live 1080p30 H.264 streams, the steady window's stages and drops"
+  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_DENSITY_LIVE:-104,128,150}" \
+    --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 --json "$out/density.json" 2>&1 |
+    tee "$out/density.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want events; then
   stage "events: 64 live streams, recording on every stream every few seconds"

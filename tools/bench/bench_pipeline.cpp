@@ -35,6 +35,7 @@
 
 #include "bench/churn.hpp"
 #include "bench/nvml_sampler.hpp"
+#include "bench/steady_window.hpp"
 #include "config/config.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
@@ -75,43 +76,6 @@ double cpu_seconds() {
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
-
-// Samples the GPU's used memory while a run goes on; the peak is the run's footprint (above the idle baseline).
-class GpuMemorySampler {
- public:
-  GpuMemorySampler() {
-    baseline_ = used();
-    thread_ = std::thread([this] {
-      while (!done_) {
-        peak_ = std::max(peak_.load(), used());
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-  }
-  ~GpuMemorySampler() { stop(); }
-  double stop_mib() {
-    stop();
-    return peak_ > baseline_ ? double(peak_ - baseline_) / 1048576.0 : 0;
-  }
-
- private:
-  static size_t used() {
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    return total_b - free_b;
-  }
-  void stop() {
-    done_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  size_t baseline_ = 0;
-  std::atomic<size_t> peak_{0};
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 // N decoders in one process, each `filesrc ! parsebin ! DECODER [! caps] ! fakesink`: frames per second in all.
 // The descriptions hold only our own file name and element names (no user text).
@@ -188,6 +152,7 @@ config::Config base_config(const Options& o) {
 
 // Where the limit was: each GPU's NVDEC and SM utilisation over the run, and with several engines what each did.
 void print_utilisation(const json& row) {
+  vc::bench::print_steady(row["steady"]);
   for (const auto& u : row["utilisation"]) {
     if (u["samples"].get<int>() == 0) continue;
     fmt::print("       GPU {}: NVDEC {:.0f} % (max {:.0f} %), SM {:.0f} % (max {:.0f} %)\n", u["gpu"].get<int>(),
@@ -254,17 +219,21 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   std::atomic<int> stop{0};
   std::thread timer, churner;
   vc::bench::Churn churned;
-  if (live) {
-    timer = std::thread([&] {
-      const auto until = Clock::now() + std::chrono::duration<double>(live_seconds);
-      while (Clock::now() < until && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      stop = 1;
-    });
-  }
-  GpuMemorySampler gpu;
+  vc::bench::GpuMemorySampler gpu;
   vc::bench::NvmlSampler utilisation;
   const double cpu0 = cpu_seconds();
   vc::pipeline::Runner runner(c);
+  // Live: live_seconds from the engine's build; the steady window from 2 s after the last stream's first frame to then.
+  std::unique_ptr<vc::bench::SteadyWindow> steady;
+  if (live) {
+    steady = std::make_unique<vc::bench::SteadyWindow>(runner.control(), n, 2.0);
+    timer = std::thread([&] {
+      const auto until = Clock::now() + std::chrono::duration<double>(live_seconds);
+      while (Clock::now() < until && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      steady->close();
+      stop = 1;
+    });
+  }
   if (churning) churner = std::thread([&] { vc::bench::churn(runner.control(), c.inputs.front(), stop, churned); });
   const auto s = runner.run(stop);
   const double cpu = cpu_seconds() - cpu0;
@@ -337,6 +306,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"event_clips", s.event_clips},
           {"event_clip_mib", double(s.event_clip_bytes) / 1048576.0},
           {"event_failures", s.event_failures},
+          {"steady", steady ? steady->report() : json()},
           {"ok", s.code == vc::ExitCode::kOk}};
 }
 

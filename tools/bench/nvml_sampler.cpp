@@ -1,5 +1,6 @@
 #include "bench/nvml_sampler.hpp"
 
+#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -86,6 +87,37 @@ std::vector<GpuUtilisation> NvmlSampler::stop() {
     s.sm_mean /= s.samples;
   }
   return out;
+}
+
+GpuMemorySampler::GpuMemorySampler() {
+  baseline_ = used();
+  thread_ = std::thread([this] {
+    while (!done_) {
+      peak_ = std::max(peak_.load(), used());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+GpuMemorySampler::~GpuMemorySampler() { stop(); }
+
+double GpuMemorySampler::stop_mib() {
+  stop();
+  return peak_ > baseline_ ? double(peak_ - baseline_) / 1048576.0 : 0;
+}
+
+size_t GpuMemorySampler::used() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return total_b - free_b;
+}
+
+void GpuMemorySampler::stop() {
+  done_ = true;
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace vc::bench

@@ -3,6 +3,7 @@
 // without a driver the sampler is simply empty.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -33,6 +34,25 @@ class NvmlSampler {
   std::vector<void*> devices_;
   std::mutex mutex_;
   std::vector<GpuUtilisation> sums_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Samples the GPU's used memory while a run goes on (cudaMemGetInfo, every 100 ms); the peak is the run's footprint
+// (above the idle baseline).
+class GpuMemorySampler {
+ public:
+  GpuMemorySampler();
+  ~GpuMemorySampler();
+  GpuMemorySampler(const GpuMemorySampler&) = delete;
+  GpuMemorySampler& operator=(const GpuMemorySampler&) = delete;
+  double stop_mib();
+
+ private:
+  static size_t used();
+  void stop();
+  size_t baseline_ = 0;
+  std::atomic<size_t> peak_{0};
   std::atomic<bool> done_{false};
   std::thread thread_;
 };

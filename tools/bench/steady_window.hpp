@@ -1,0 +1,60 @@
+// The steady state of a live run (issue #42's density part): from a moment after every stream's first frame to the
+// run's stop, what the streams did — frames, drops by the stage that dropped them, capture-to-result latency and each
+// stage's time (mean, p99) over that window only, and each stream's frames in flight (delivered, not yet classified
+// or dropped) sampled every second. The start-up (decoders opening one after another, the first batches) is left
+// out: a count of streams is held when this window drops nothing.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/core/control.hpp"
+
+namespace vc::bench {
+
+class SteadyWindow {
+ public:
+  // Watches the run's first `streams` streams (added ones, "churn…", are not counted); the window opens `settle_s`
+  // after the last of them had its first frame.
+  SteadyWindow(pipeline::RunControl& run, int streams, double settle_s);
+  ~SteadyWindow();
+  SteadyWindow(const SteadyWindow&) = delete;
+  SteadyWindow& operator=(const SteadyWindow&) = delete;
+
+  // Closes the window: call before the run stops its streams. Idempotent.
+  void close();
+  // {"opened": false} when every stream never ran; else {"opened_s" (from construction), "seconds", "frames",
+  // "fps", "dropped", "dropped_in_queue", "dropped_at_output", "dropped_by_stream", "latency_ms": {p50, p99},
+  // "stages_ms": {queue|inference|post|output: {mean, p99}}, "in_flight": {mean, max, max_stream}, "drops_by_second"}.
+  [[nodiscard]] nlohmann::json report() const;
+
+  struct Counts;  // (steady_window.cpp)
+
+ private:
+  void watch();
+  [[nodiscard]] std::vector<std::shared_ptr<const pipeline::StreamStats>> watched() const;
+
+  pipeline::RunControl& run_;
+  const int streams_;
+  const double settle_s_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool closed_ = false;
+  double opened_s_ = -1, seconds_ = 0;
+  std::unique_ptr<Counts> first_, last_;
+  std::vector<int64_t> drops_by_second_;
+  double in_flight_sum_ = 0;
+  int64_t in_flight_samples_ = 0, in_flight_max_ = 0;
+  std::string in_flight_max_stream_;
+  std::thread thread_;
+};
+
+// One line of the table for a run's steady window (report()'s JSON; nothing for a null or unopened one).
+void print_steady(const nlohmann::json& steady);
+
+}  // namespace vc::bench
