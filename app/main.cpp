@@ -6,6 +6,7 @@
 
 #include "app/cli.hpp"
 #include "app/commands.hpp"
+#include "app/crash_report.hpp"
 #include "app/doctor.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
@@ -25,6 +26,7 @@ void limit_malloc_arenas() {
 
 int main(int argc, char** argv) {
   limit_malloc_arenas();
+  vc::app::install_crash_report();
   try {
     auto parsed = vc::app::parse_command_line(argc, argv);
     if (auto* code = std::get_if<int>(&parsed)) return *code;

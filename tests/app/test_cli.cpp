@@ -103,4 +103,20 @@ TEST_CASE("doctor runs and distinguishes no GPU from a broken install") {
   if (r.code == 69) CHECK(r.output.find("NO GPU") != std::string::npos);
 }
 
+TEST_CASE("a crash writes its signal, its thread and the call stack, and still dies of the signal") {
+  // A real process hit by SIGSEGV while it classifies (sent once it has logged: the handler is in place from main's
+  // first line on).
+  const std::string err = (std::filesystem::temp_directory_path() / ("vc-crash-" + std::to_string(getpid()) + ".log")).string();
+  const auto r = vc::test::run_command(
+      std::string("'") + VC_APP_BINARY + "' --input test --output none --set inference.device=cpu --model "
+      "tests/fixtures/basic_narrow.safetensors >/dev/null 2>'" + err + "' & pid=$!; "
+      "for i in $(seq 600); do grep -q 'engine' '" + err + "' && break; sleep 0.1; done; "
+      "kill -SEGV $pid; wait $pid; echo \"exit status $?\"; cat '" + err + "'; rm -f '" + err + "'");
+  CAPTURE(r.output);
+  CHECK(r.output.find("exit status 139") != std::string::npos);  // 128 + SIGSEGV: what a supervisor sees
+  CHECK(r.output.find("video-classifier crashed: SEGV in thread ") != std::string::npos);
+  CHECK(r.output.find("the call stack:\n") != std::string::npos);
+  CHECK(r.output.find("video-classifier(+0x") != std::string::npos);  // the frames, for addr2line
+}
+
 TEST_SUITE_END();
