@@ -35,6 +35,7 @@ struct StreamSummary {
   double queue_ms = 0, inference_ms = 0, post_ms = 0, output_ms = 0;  // mean per stage
   // Seconds from the run's start to the stream's first frame and to its last result (-1: none): when it ran.
   double first_frame_s = -1, last_result_s = -1;
+  double opening_s = -1, started_s = -1;  // its source began to open, and was open (started), from the run's start
 };
 
 // One engine's share of the run (a line each when the run has several: inference.gpus).

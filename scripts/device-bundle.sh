@@ -23,6 +23,11 @@ bins=(build-device/app/video-classifier build-device/tests/gpu_tests build-devic
 for b in /usr/sbin/mosquitto /usr/bin/mosquitto_sub; do [ -x "$b" ] && bins+=("$b"); done
 $bundle .device "${bins[@]}"
 for b in "${bins[@]}"; do strip --strip-unneeded ".device/bin/$(basename "$b")"; done
+# The density stage's HEVC camera: 10 s of 1080p30 H.265 (x265 here; the device has no encoder), looped there.
+mkdir -p .device/media
+gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1920,height=1080,framerate=30/1,format=I420 \
+  ! x265enc bitrate=4000 speed-preset=superfast key-int-max=60 ! video/x-h265,profile=main ! h265parse ! mp4mux \
+  ! filesink location=.device/media/hevc-1080p30.mp4 || { echo "device-bundle: could not make the HEVC media (x265enc)" >&2; exit 1; }
 # The media zoo, made here (the device has none of the encoders), with each file's CPU results (libav decoding, the
 # CPU engine): the zoo stage classifies it there with NVDEC and cuDNN and compares every frame's top-1.
 scripts/make-media-zoo.sh .device/zoo 40 >/dev/null

@@ -19,8 +19,9 @@
 #              (e.g. "--branches serial;--max-plans 64 --batches 1"), each into bench-variant-N.{log,json}
 #   rss        scripts/rss-per-restart.sh with the cuDNN engine, NVDEC then CPU decoding (VC_RSS_RESTARTS, default 6)
 #   pipeline   tools/bench/bench_pipeline: 1..64 streams in one process beside the decode-only ceiling, live streams
-#   density    bench_pipeline's live runs at VC_DENSITY_LIVE (104,128,150) streams of VC_DENSITY_SECONDS (60): held or not,
-#              and the steady window's drops by stage, stage times and frames in flight per stream (not in the default)
+#   density    bench_pipeline's live runs at VC_DENSITY_LIVE (104,128,150) H.264 and VC_DENSITY_HEVC (250) HEVC 1080p30
+#              streams of VC_DENSITY_SECONDS (60), VC_DENSITY_RUNS (1) times: held or not, the steady window's drops by
+#              stage, stage times and frames in flight per stream, where each stream's start went (not in the default)
 #   events     bench_pipeline's live run of 64 1080p30 streams, then again with an event rule firing on every stream
 #              every few seconds (clips, snapshots): drops, p99 and the CPU that recording costs (not in the default)
 #   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
@@ -212,10 +213,22 @@ if want pipeline; then
     tee "$out/bench_pipeline.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want density; then
-  stage "density: ${VC_DENSITY_LIVE:-104,128,150} live 1080p30 H.264 streams, the steady window's stages and drops"
-  bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_DENSITY_LIVE:-104,128,150}" \
-    --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 --json "$out/density.json" 2>&1 |
-    tee "$out/density.log" | grep -v "^[0-9:. ]*warning" || status=1
+  # VC_DENSITY_RUNS times each (the acceptance: 3): density-h264-N.json, density-hevc-N.json and their logs.
+  for ((run = 1; run <= ${VC_DENSITY_RUNS:-1}; run++)); do
+    if [ -n "${VC_DENSITY_LIVE-104,128,150}" ]; then
+      stage "density (run $run): ${VC_DENSITY_LIVE:-104,128,150} live 1080p30 H.264 streams, the steady window's stages and drops"
+      bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_DENSITY_LIVE:-104,128,150}" \
+        --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 --json "$out/density-h264-$run.json" 2>&1 |
+        tee "$out/density-h264-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
+    fi
+    # HEVC: the bundle's 1080p30 H.265 file (device-bundle.sh makes it with x265), looped.
+    if [ -n "${VC_DENSITY_HEVC-250}" ]; then
+      stage "density (run $run): ${VC_DENSITY_HEVC:-250} live 1080p30 HEVC streams"
+      bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_DENSITY_HEVC:-250}" \
+        --live-media "$bundle/media/hevc-1080p30.mp4" --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 \
+        --json "$out/density-hevc-$run.json" 2>&1 | tee "$out/density-hevc-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
+    fi
+  done
 fi
 if want events; then
   stage "events: 64 live streams, recording on every stream every few seconds"

@@ -73,6 +73,7 @@ struct StreamStats {
   std::atomic<int64_t> expected{-1};      // frames the file says it holds; -1 unknown
   std::atomic<int64_t> last_frame_ns{0};  // steady-clock time of the last delivered frame (0 = none yet)
   std::atomic<int64_t> first_frame_ns{0};
+  std::atomic<int64_t> opening_ns{0};     // steady-clock time its source began to open (its pipeline built, started)
   std::atomic<int64_t> started_ns{0};     // steady-clock time the stream was started (a stream added later: then)
   std::atomic<int64_t> last_result_ns{0};
   std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)

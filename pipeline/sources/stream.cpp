@@ -83,6 +83,7 @@ Stream::~Stream() {
 }
 
 void Stream::start() {
+  stats_.opening_ns = steady_ns(Clock::now());
   if (input_.kind == config::InputKind::Image) {
     if (opened_ && opened_->directory) images_ = image_files_in(opened_->fd, input_.path);
     else if (opened_) images_ = {input_.path};

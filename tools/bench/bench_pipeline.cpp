@@ -260,9 +260,18 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   int64_t base_dropped = 0;  // the N streams' own (not the added and removed ones')
   json dropped_by = json::object();  // which of them dropped, how many
   int counted = 0;
+  // Where each stream's start went: opening its source (the pipeline built and set playing), then waiting for its
+  // first frame (the demuxer, the decoder's start).
+  std::vector<double> opening_ms, first_frame_ms;
+  double last_opened = 0;
   for (const auto& r : s.streams) {
     if (r.name.rfind("churn", 0) == 0) continue;
     ++counted;
+    if (r.opening_s >= 0 && r.started_s >= 0) {
+      opening_ms.push_back(1000 * (r.started_s - r.opening_s));
+      last_opened = std::max(last_opened, r.started_s);
+      if (r.first_frame_s >= 0) first_frame_ms.push_back(1000 * (r.first_frame_s - r.started_s));
+    }
     base_dropped += r.dropped + r.output_dropped;
     if (r.dropped + r.output_dropped > 0) dropped_by[r.name] = r.dropped + r.output_dropped;
     per_stream += r.fps;
@@ -283,6 +292,9 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"all_running_s", together},
           {"start_spread_s", all_ran ? last_start - first_start : -1},
           {"all_started_s", all_ran ? last_start : -1},  // from the run's start (engine built) to the last first frame
+          {"start", {{"last_opened_s", last_opened},
+                     {"open_ms", {{"p50", percentile(opening_ms, 0.5)}, {"max", percentile(opening_ms, 1.0)}}},
+                     {"first_frame_after_open_ms", {{"p50", percentile(first_frame_ms, 0.5)}, {"max", percentile(first_frame_ms, 1.0)}}}}},
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
           {"dropped", base_dropped},
@@ -381,6 +393,9 @@ int main(int argc, char** argv) {
                  "frames in the live runs' file (default: 10 s more than --live-seconds, so no stream loops; "
                  "a shorter file measures looping, which reopens the file)");
   std::string log_dir;
+  std::string live_media;
+  cli.add_option("--live-media", live_media, "the video the live runs loop instead of the generated 1080p H.264 (an HEVC file)")
+      ->check(CLI::ExistingFile);
   cli.add_option("--log-dir", log_dir, "where the separate processes' logs go (default: --dir)");
   cli.add_option("--batch", o.batch, "inference.batch_size");
   cli.add_option("--decoder", o.decoder, "input.decoder: auto, gpu or cpu");
@@ -432,7 +447,7 @@ int main(int argc, char** argv) {
     };
     o.media = make_media(o.frames);
     if (live_frames <= 0) live_frames = int64_t(30 * (live_seconds + 10));
-    o.live_media = live.empty() ? o.media : make_media(live_frames);
+    o.live_media = live.empty() ? o.media : !live_media.empty() ? live_media : make_media(live_frames);
     vc::pipeline::ensure_gstreamer();
     bool nvdec = false;
     for (const auto& c : vc::pipeline::probe_decoders()) {
@@ -481,8 +496,11 @@ int main(int argc, char** argv) {
       out["runs"].push_back(row);
     }
     int best_live = 0;
-    out["live_media_frames"] = live_frames;
-    if (!live.empty())
+    out["live_media_frames"] = live_media.empty() ? live_frames : -1;
+    out["live_media"] = fs::path(o.live_media).filename().string();
+    if (!live.empty() && !live_media.empty())
+      fmt::print("\nlive streams of {} (looped, paced in real time, {:.0f} s each):\n", o.live_media, live_seconds);
+    else if (!live.empty())
       fmt::print("\nlive {}p30 streams (a {}-frame file paced in real time, {:.0f} s each{}):\n", height, live_frames, live_seconds,
                  double(live_frames) / 30 < live_seconds ? ", looping" : "");
     for (int n : parse_ints(live)) {
@@ -511,6 +529,11 @@ int main(int argc, char** argv) {
                  row["cpu_cores"].get<double>(),
                  held ? std::string("held") : "NOT held: " + fmt::format("{}", fmt::join(why, "; ")));
       print_utilisation(row);
+      const auto& st = row["start"];
+      fmt::print("       the start: every source open {:.1f} s after the run's start (opening one: p50 {:.0f} ms, max {:.0f} ms), "
+                 "then its first frame p50 {:.0f} ms, max {:.0f} ms later\n", st["last_opened_s"].get<double>(),
+                 st["open_ms"]["p50"].get<double>(), st["open_ms"]["max"].get<double>(),
+                 st["first_frame_after_open_ms"]["p50"].get<double>(), st["first_frame_after_open_ms"]["max"].get<double>());
       if (events) {
         json rec = run_in_process(o, n, true, live_seconds, true);
         fmt::print("       with events: {} events, {} clips ({:.0f} MiB), {} lost, p99 {:>6.1f} ms ({:+.1f}), {} dropped, CPU {:.1f} "
