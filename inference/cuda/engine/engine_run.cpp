@@ -169,19 +169,9 @@ std::vector<StepTime> CudnnEngine::Impl::time_steps(int loops) {
 }
 
 void CudnnEngine::Impl::capture() {
-  cudaGraph_t g;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    run_steps();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &g);
-    if (g) cudaGraphDestroy(g);
-    throw;
-  }
-  CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-  graph = CudaGraph(g);
+  graph = capture_graph(stream, [this] { run_steps(); });
   cudaGraphExec_t exec;
-  CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   graph_exec = CudaGraphExec(exec);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "config/logging.hpp"
 #include "inference/cuda/cuda_memory.hpp"
 
 namespace vc::inference {
@@ -29,6 +30,41 @@ double median_gpu_ms(cudaStream_t stream, Fn&& fn, int warmup, int loops, int ca
   return per_call[per_call.size() / 2];
 }
 
+// The work `fn` enqueues on `stream` (and the streams it forks from it), captured into a graph. Another thread can
+// invalidate a capture from outside — a call that waits on the whole context while the capture runs (seen on an H100,
+// 2026-12-07: a tuned engine built beside 104 NVDEC streams starting, cudaErrorStreamCaptureInvalidated in the middle
+// of a sequence that captures alone) — so an invalidated capture is made again, up to `attempts` times. Throws what
+// `fn` or CUDA throws, with the capture ended.
+template <typename Fn>
+CudaGraph capture_graph(cudaStream_t stream, Fn&& fn, int attempts = 4) {
+  for (int attempt = 1;; ++attempt) {
+    cudaGraph_t g = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaError_t ended = cudaSuccess;
+    try {
+      fn();
+    } catch (...) {
+      ended = cudaStreamEndCapture(stream, &g);
+      if (g) cudaGraphDestroy(g);
+      (void)cudaGetLastError();  // (a capture's error is not sticky: nothing else is left failed)
+      if (ended != cudaErrorStreamCaptureInvalidated || attempt >= attempts) throw;
+      vc::log::get("inference")->info("a CUDA graph capture was invalidated from outside; captured again ({} of {})",
+                                      attempt + 1, attempts);
+      continue;
+    }
+    ended = cudaStreamEndCapture(stream, &g);
+    if (ended == cudaErrorStreamCaptureInvalidated && attempt < attempts) {
+      if (g) cudaGraphDestroy(g);
+      (void)cudaGetLastError();
+      vc::log::get("inference")->info("a CUDA graph capture was invalidated from outside; captured again ({} of {})",
+                                      attempt + 1, attempts);
+      continue;
+    }
+    CUDA_CHECK(ended);
+    return CudaGraph(g);
+  }
+}
+
 // Median milliseconds per call of `fn` as the GPU runs it inside a CUDA graph — the way the engine runs its forward
 // pass: `calls` calls captured once into a graph, one warm-up replay, then `loops` timed replays. Eager calls of a
 // few-microsecond kernel measure the host's launch overhead as much as the GPU (cuDNN's host side takes longer
@@ -37,18 +73,9 @@ double median_gpu_ms(cudaStream_t stream, Fn&& fn, int warmup, int loops, int ca
 template <typename Fn>
 double median_graph_ms(cudaStream_t stream, Fn&& fn, int calls, int loops) {
   calls = std::max(calls, 1);
-  cudaGraph_t g = nullptr;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
+  const CudaGraph graph = capture_graph(stream, [&] {
     for (int i = 0; i < calls; ++i) fn();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &g);
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    throw;
-  }
-  CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-  const CudaGraph graph(g);
+  });
   cudaGraphExec_t e = nullptr;
   CUDA_CHECK(cudaGraphInstantiate(&e, graph, 0));
   const CudaGraphExec exec(e);
