@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <initializer_list>
 #include <cstring>
+#include <initializer_list>
 
 namespace vc::app {
 namespace {
@@ -27,8 +27,7 @@ void on_crash(int signal) {
   write_text("; the call stack:\n");
   void* frames[64];
   backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
-  // Dies of the same signal, as it would have without this handler.
-  std::signal(signal, SIG_DFL);
+  // Dies of the same signal, as it would have without this handler (SA_RESETHAND put the default action back).
   raise(signal);
 }
 

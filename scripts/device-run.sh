@@ -213,18 +213,20 @@ if want pipeline; then
     tee "$out/bench_pipeline.log" | grep -v "^[0-9:. ]*warning" || status=1
 fi
 if want density; then
-  # VC_DENSITY_RUNS times each (the acceptance: 3): density-h264-N.json, density-hevc-N.json and their logs.
+  # VC_DENSITY_RUNS times each (the acceptance: 3): density-h264-N.json, density-hevc-N.json and their logs. An empty
+  # VC_DENSITY_LIVE or VC_DENSITY_HEVC leaves that codec out.
+  h264=${VC_DENSITY_LIVE-104,128,150} hevc=${VC_DENSITY_HEVC-250}
   for ((run = 1; run <= ${VC_DENSITY_RUNS:-1}; run++)); do
-    if [ -n "${VC_DENSITY_LIVE-104,128,150}" ]; then
-      stage "density (run $run): ${VC_DENSITY_LIVE:-104,128,150} live 1080p30 H.264 streams, the steady window's stages and drops"
-      bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_DENSITY_LIVE:-104,128,150}" \
+    if [ -n "$h264" ]; then
+      stage "density (run $run): $h264 live 1080p30 H.264 streams, the steady window's stages and drops"
+      bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$h264" \
         --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 --json "$out/density-h264-$run.json" 2>&1 |
         tee "$out/density-h264-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
     fi
     # HEVC: the bundle's 1080p30 H.265 file (device-bundle.sh makes it with x265), looped.
-    if [ -n "${VC_DENSITY_HEVC-250}" ]; then
-      stage "density (run $run): ${VC_DENSITY_HEVC:-250} live 1080p30 HEVC streams"
-      bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "${VC_DENSITY_HEVC:-250}" \
+    if [ -n "$hevc" ]; then
+      stage "density (run $run): $hevc live 1080p30 HEVC streams"
+      bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$hevc" \
         --live-media "$bundle/media/hevc-1080p30.mp4" --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 \
         --json "$out/density-hevc-$run.json" 2>&1 | tee "$out/density-hevc-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
     fi

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <exception>
 #include <vector>
 
 #include "config/logging.hpp"
@@ -38,30 +39,28 @@ double median_gpu_ms(cudaStream_t stream, Fn&& fn, int warmup, int loops, int ca
 template <typename Fn>
 CudaGraph capture_graph(cudaStream_t stream, Fn&& fn, int attempts = 4) {
   for (int attempt = 1;; ++attempt) {
-    cudaGraph_t g = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    cudaError_t ended = cudaSuccess;
+    std::exception_ptr failed;
     try {
       fn();
     } catch (...) {
-      ended = cudaStreamEndCapture(stream, &g);
-      if (g) cudaGraphDestroy(g);
+      failed = std::current_exception();
+    }
+    cudaGraph_t g = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &g);  // (ended whatever happened)
+    CudaGraph graph(g);
+    if (ended == cudaErrorStreamCaptureInvalidated && attempt < attempts) {
       (void)cudaGetLastError();  // (a capture's error is not sticky: nothing else is left failed)
-      if (ended != cudaErrorStreamCaptureInvalidated || attempt >= attempts) throw;
       vc::log::get("inference")->info("a CUDA graph capture was invalidated from outside; captured again ({} of {})",
                                       attempt + 1, attempts);
       continue;
     }
-    ended = cudaStreamEndCapture(stream, &g);
-    if (ended == cudaErrorStreamCaptureInvalidated && attempt < attempts) {
-      if (g) cudaGraphDestroy(g);
+    if (failed) {
       (void)cudaGetLastError();
-      vc::log::get("inference")->info("a CUDA graph capture was invalidated from outside; captured again ({} of {})",
-                                      attempt + 1, attempts);
-      continue;
+      std::rethrow_exception(failed);
     }
     CUDA_CHECK(ended);
-    return CudaGraph(g);
+    return graph;
   }
 }
 
