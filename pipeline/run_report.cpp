@@ -124,6 +124,8 @@ StreamSummary summarize(const Stream& s, bool interrupted, Clock::time_point sta
   r.fps = st.average_fps();
   if (const int64_t at = st.opening_ns) r.opening_s = seconds_between(start, from_steady_ns(at));
   if (const int64_t at = st.started_ns) r.started_s = seconds_between(start, from_steady_ns(at));
+  if (const int64_t at = st.linked_ns) r.linked_s = seconds_between(start, from_steady_ns(at));
+  if (const int64_t at = st.decoded_ns) r.decoded_s = seconds_between(start, from_steady_ns(at));
   if (const int64_t first = st.first_frame_ns) r.first_frame_s = seconds_between(start, from_steady_ns(first));
   if (const int64_t last = st.last_result_ns) r.last_result_s = seconds_between(start, from_steady_ns(last));
   r.latency_mean_ms = st.latency.mean_ms();

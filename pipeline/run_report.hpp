@@ -36,6 +36,7 @@ struct StreamSummary {
   // Seconds from the run's start to the stream's first frame and to its last result (-1: none): when it ran.
   double first_frame_s = -1, last_result_s = -1;
   double opening_s = -1, started_s = -1;  // its source began to open, and was open (started), from the run's start
+  double linked_s = -1, decoded_s = -1;   // its decoder linked (the demuxer found the video), its first picture
 };
 
 // One engine's share of the run (a line each when the run has several: inference.gpus).

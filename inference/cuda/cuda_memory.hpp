@@ -97,6 +97,13 @@ inline CudaStream make_stream(StreamPriority priority = StreamPriority::kBuild) 
                                           priority == StreamPriority::kLive ? greatest : least));
   return CudaStream(s);
 }
+// Copies host memory to the device and returns once it has landed there. A plain cudaMemcpy from pageable memory
+// may return while its DMA is still under way, and kernels on the non-blocking streams above do not wait for the
+// legacy stream it runs on: they could read the buffer half-written.
+inline void copy_to_device(void* device, const void* host, size_t bytes) {
+  CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
 // cudaEventDefault times; cudaEventDisableTiming for events that only order streams.
 inline CudaEvent make_event(unsigned flags = cudaEventDefault) {
   cudaEvent_t e;

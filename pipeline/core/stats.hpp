@@ -75,6 +75,8 @@ struct StreamStats {
   std::atomic<int64_t> first_frame_ns{0};
   std::atomic<int64_t> opening_ns{0};     // steady-clock time its source began to open (its pipeline built, started)
   std::atomic<int64_t> started_ns{0};     // steady-clock time the stream was started (a stream added later: then)
+  std::atomic<int64_t> linked_ns{0};      // ...its demuxer found the video and the decoder was linked
+  std::atomic<int64_t> decoded_ns{0};     // ...its decoder gave its first picture (first_frame_ns: it reached us)
   std::atomic<int64_t> last_result_ns{0};
   std::atomic<bool> gpu_frames{false};    // frames arrive in GPU memory (NVDEC)
   std::atomic<int> gpu{-1};               // the CUDA device that classifies it (-1: the CPU engine, or not placed yet)

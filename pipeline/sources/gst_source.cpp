@@ -11,6 +11,7 @@
 
 #include "config/logging.hpp"
 #include "config/redact.hpp"
+#include "pipeline/core/stats.hpp"
 #include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_cuda.hpp"
 #include "pipeline/sources/gst_probe.hpp"
@@ -380,6 +381,8 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
   if (result != GST_PAD_LINK_OK) {
     throw DataError(fmt::format("{}: cannot decode {} ({})", what_, media, gst_pad_link_get_name(result)));
   }
+  linked_ns_ = steady_ns(Clock::now());
+  if (media == "video/x-raw") decoded_ns_ = linked_ns_.load();
 }
 
 void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
@@ -403,6 +406,7 @@ void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
     auto* source = static_cast<GstSource*>(self);
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     const bool first = source->decoder_out_++ == 0;
+    if (first && source->decoded_ns_ == 0) source->decoded_ns_ = steady_ns(Clock::now());
     if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_CORRUPTED) || (!first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT))) {
       ++source->decoder_damaged_;
       std::lock_guard lock(source->mutex_);

@@ -101,6 +101,13 @@ class GstSource {
   };
   [[nodiscard]] DecoderCounts decoder_counts() const;
 
+  // Where a start goes, in steady-clock nanoseconds (0: not yet): the demuxer found the video and its decoder was
+  // linked; the decoder gave its first picture (raw video: when linked). The first frame itself is the Stream's.
+  struct StartTimes {
+    int64_t linked_ns = 0, decoded_ns = 0;
+  };
+  [[nodiscard]] StartTimes start_times() const { return {linked_ns_.load(), decoded_ns_.load()}; }
+
  private:
   void build();
   void build_parsed_input(GstElement* upstream_or_null);
@@ -131,6 +138,7 @@ class GstSource {
   int64_t warnings_ = 0;
   std::atomic<int64_t> decoder_in_{0}, decoder_out_{0}, decoder_damaged_{0};
   std::atomic<bool> one_to_one_{false};
+  std::atomic<int64_t> linked_ns_{0}, decoded_ns_{0};
   std::string codec_;                    // the compressed stream's codec (set before its first buffer, with the probe)
   std::atomic<bool> next_damaged_{false};  // the decoder's last output picture was damaged: the frame carries it
   mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_

@@ -257,6 +257,11 @@ GstSource::State Stream::run_source(Failure& why) {
     }
     stats_.set_decoder(source_->decoder());
     stats_.gpu_frames = source_->delivers_gpu_frames();
+    if (stats_.decoded_ns == 0) {  // (the first pass's: where the stream's start went)
+      const auto times = source_->start_times();
+      stats_.linked_ns = times.linked_ns;
+      stats_.decoded_ns = times.decoded_ns;
+    }
     if (stats_.expected < 0 && pass_frames_ > 0 && !input_.loop) stats_.expected = source_->expected_frames();
     if (!live_decided_ && pass_frames_ > 0) decide_liveness();
     if (state == GstSource::State::Failed) {

@@ -233,9 +233,9 @@ TEST_CASE("the fused pool + classifier kernel matches the CPU and the two separa
     DeviceBuffer<__half> x(features.fp16.size());
     DeviceBuffer<float> w(fc.weight.size()), b(fc.bias.size()), mean(pooled.size()), fused(want.size()),
         separate(want.size());
-    CUDA_CHECK(cudaMemcpy(x.get(), features.fp16.data(), x.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(w.get(), fc.weight.data(), w.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(b.get(), fc.bias.data(), b.bytes(), cudaMemcpyHostToDevice));
+    copy_to_device(x.get(), features.fp16.data(), x.bytes());
+    copy_to_device(w.get(), fc.weight.data(), w.bytes());
+    copy_to_device(b.get(), fc.bias.data(), b.bytes());
     launch_pooled_classifier(x.get(), k.n, k.hw, k.c, w.get(), b.get(), k.classes, fused.get(), prop.multiProcessorCount,
                              stream);
     launch_global_avg_pool(x.get(), k.n, k.hw, k.c, mean.get(), stream);

@@ -78,7 +78,7 @@ TEST_CASE("every format and resize mode matches the CPU reference on odd sizes")
       GpuPreprocessor pre(p, 3, stream);
       const size_t per = size_t(p.size) * p.size * p.channels;
       DeviceBuffer<__half> out(per * 3);
-      CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));  // poison: NaN everywhere
+      CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream));  // poison: NaN everywhere
       pre.run(views, out.get());
       std::vector<uint16_t> gpu(per * 3);
       CUDA_CHECK(cudaMemcpyAsync(gpu.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost, stream));
@@ -119,7 +119,7 @@ TEST_CASE("frames already in device memory give the same result as host frames")
   CudaStream stream = make_stream();
   auto frame = random_frame(PixelFormat::NV12, 1920, 1080, 64);
   DeviceBuffer<uint8_t> dev(frame.bytes.size());
-  CUDA_CHECK(cudaMemcpy(dev.get(), frame.bytes.data(), frame.bytes.size(), cudaMemcpyHostToDevice));
+  copy_to_device(dev.get(), frame.bytes.data(), frame.bytes.size());
   FrameView dview = frame.view;
   dview.memory = MemoryKind::Device;
   for (int i = 0; i < 2; ++i) dview.planes[i] = dev.get() + (frame.view.planes[i] - frame.bytes.data());
@@ -151,7 +151,7 @@ TEST_CASE("one batch mixing formats, host and device memory, full and limited ra
   frames[1].view.full_range = true;
   frames[3].view.full_range = true;
   DeviceBuffer<uint8_t> dev(frames[0].bytes.size());
-  CUDA_CHECK(cudaMemcpy(dev.get(), frames[0].bytes.data(), dev.bytes(), cudaMemcpyHostToDevice));
+  copy_to_device(dev.get(), frames[0].bytes.data(), dev.bytes());
   std::vector<FrameView> views;
   for (auto& f : frames) views.push_back(f.view);
   views[0].memory = MemoryKind::Device;
@@ -198,7 +198,7 @@ TEST_CASE("crops (regions) of every format and rotation match the CPU reference,
       const CropBox boxes[] = {{0, 0, 31, 17}, {sw - 101, sh - 77, 101, 77}, {13, 7, 1, 1}, {sw / 3, sh / 5, sw / 2, sh / 2},
                                {1, 3, sw - 2, sh - 4}};
       DeviceBuffer<uint8_t> dev(frame.bytes.size());
-      CUDA_CHECK(cudaMemcpy(dev.get(), frame.bytes.data(), dev.bytes(), cudaMemcpyHostToDevice));
+      copy_to_device(dev.get(), frame.bytes.data(), dev.bytes());
       std::vector<FrameView> views;
       for (const auto& b : boxes) {
         views.push_back(frame.view);

@@ -73,10 +73,10 @@ std::vector<T> gpu_stem(const FusedStemWeights& weights, const std::vector<uint1
                         int w) {
   CudaStream stream = make_stream();
   DeviceBuffer<__half> in(input.size());
-  CUDA_CHECK(cudaMemcpy(in.get(), input.data(), in.bytes(), cudaMemcpyHostToDevice));
+  copy_to_device(in.get(), input.data(), in.bytes());
   const size_t count = size_t(batch) * stem_pool_extent(h) * stem_pool_extent(w) * weights.out_channels();
   DeviceBuffer<T> out(count);
-  CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
+  CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream));  // (on the kernel's stream: before it)
   launch_fused_stem(in.get(), batch, h, w, weights, out.get(), stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<T> host(count);

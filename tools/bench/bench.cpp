@@ -67,7 +67,7 @@ json bench_preprocess(int loops) {
   std::mt19937 rng(1);
   for (auto& b : frame) b = uint8_t(rng());
   DeviceBuffer<uint8_t> dev(frame.size());
-  CUDA_CHECK(cudaMemcpy(dev.get(), frame.data(), frame.size(), cudaMemcpyHostToDevice));
+  copy_to_device(dev.get(), frame.data(), frame.size());
   const auto host_view = packed_frame_view(PixelFormat::NV12, w, h, frame.data());
   auto dev_view = packed_frame_view(PixelFormat::NV12, w, h, dev.get());
   dev_view.memory = MemoryKind::Device;
@@ -76,7 +76,7 @@ json bench_preprocess(int loops) {
   DeviceBuffer<__half> out(224 * 224 * 3);
   GpuFrameDesc desc{dev_view, resize_geometry(w, h, p)};
   DeviceBuffer<GpuFrameDesc> ddesc(1);
-  CUDA_CHECK(cudaMemcpy(ddesc.get(), &desc, sizeof desc, cudaMemcpyHostToDevice));
+  copy_to_device(ddesc.get(), &desc, sizeof desc);
   const double kernel_ms = time_gpu(stream, [&] { launch_preprocess(ddesc.get(), 1, PixelFormat::NV12, p, out.get(), stream); }, 50, loops);
   GpuPreprocessor pre(p, 1, stream, 1, frame.size());
   const double device_ms = time_gpu(stream, [&] { pre.run(std::span(&dev_view, 1), out.get()); }, 20, loops, 20);
@@ -217,13 +217,13 @@ json bench_head(const std::vector<int>& batches, int loops) {
     for (auto& v : w) v = 0.05f * d(rng);
     for (auto& v : b) v = d(rng);
     DeviceBuffer<float> weight(w.size()), bias(b.size());
-    CUDA_CHECK(cudaMemcpy(weight.get(), w.data(), weight.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(bias.get(), b.data(), bias.bytes(), cudaMemcpyHostToDevice));
+    copy_to_device(weight.get(), w.data(), weight.bytes());
+    copy_to_device(bias.get(), b.data(), bias.bytes());
     for (int batch : batches) {
       std::vector<uint16_t> x(size_t(batch) * hw * c);
       for (auto& v : x) v = float_to_half(std::fabs(d(rng)));
       DeviceBuffer<__half> features(x.size());
-      CUDA_CHECK(cudaMemcpy(features.get(), x.data(), features.bytes(), cudaMemcpyHostToDevice));
+      copy_to_device(features.get(), x.data(), features.bytes());
       DeviceBuffer<float> pooled(size_t(batch) * c), logits(size_t(batch) * classes);
       const double separate = time_gpu(stream, [&] {
         launch_global_avg_pool(features.get(), batch, hw, c, pooled.get(), stream);
@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
         std::mt19937 rng(batch);
         std::uniform_real_distribution<float> d(-2.f, 2.f);
         for (auto& v : input) v = float_to_half(d(rng));
-        CUDA_CHECK(cudaMemcpy(engine.input(), input.data(), input.size() * 2, cudaMemcpyHostToDevice));
+        copy_to_device(engine.input(), input.data(), input.size() * 2);
         const double ms = time_gpu(engine.stream(), [&] { engine.enqueue(); }, 10, loops, batch >= 128 ? 200 : 50);
         const auto& r = engine.report();
         const double gpu_mib = double(free_before - free_after) / 1048576.0;

@@ -262,7 +262,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   int counted = 0;
   // Where each stream's start went: opening its source (the pipeline built and set playing), then waiting for its
   // first frame (the demuxer, the decoder's start).
-  std::vector<double> opening_ms, first_frame_ms;
+  std::vector<double> opening_ms, first_frame_ms, linked_ms, decoded_ms, delivered_ms;
   double last_opened = 0;
   for (const auto& r : s.streams) {
     if (r.name.rfind("churn", 0) == 0) continue;
@@ -271,6 +271,11 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
       opening_ms.push_back(1000 * (r.started_s - r.opening_s));
       last_opened = std::max(last_opened, r.started_s);
       if (r.first_frame_s >= 0) first_frame_ms.push_back(1000 * (r.first_frame_s - r.started_s));
+      // ...of which: until the demuxer found the video (its decoder linked), then the decoder's first picture, then
+      // that picture reaching the stream (the sink's clock, the caps).
+      if (r.linked_s >= 0) linked_ms.push_back(1000 * (r.linked_s - r.started_s));
+      if (r.linked_s >= 0 && r.decoded_s >= 0) decoded_ms.push_back(1000 * (r.decoded_s - r.linked_s));
+      if (r.decoded_s >= 0 && r.first_frame_s >= 0) delivered_ms.push_back(1000 * (r.first_frame_s - r.decoded_s));
     }
     base_dropped += r.dropped + r.output_dropped;
     if (r.dropped + r.output_dropped > 0) dropped_by[r.name] = r.dropped + r.output_dropped;
@@ -294,7 +299,10 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"all_started_s", all_ran ? last_start : -1},  // from the run's start (engine built) to the last first frame
           {"start", {{"last_opened_s", last_opened},
                      {"open_ms", {{"p50", percentile(opening_ms, 0.5)}, {"max", percentile(opening_ms, 1.0)}}},
-                     {"first_frame_after_open_ms", {{"p50", percentile(first_frame_ms, 0.5)}, {"max", percentile(first_frame_ms, 1.0)}}}}},
+                     {"first_frame_after_open_ms", {{"p50", percentile(first_frame_ms, 0.5)}, {"max", percentile(first_frame_ms, 1.0)}}},
+                     {"linked_after_open_ms", {{"p50", percentile(linked_ms, 0.5)}, {"max", percentile(linked_ms, 1.0)}}},
+                     {"decoded_after_linked_ms", {{"p50", percentile(decoded_ms, 0.5)}, {"max", percentile(decoded_ms, 1.0)}}},
+                     {"delivered_after_decoded_ms", {{"p50", percentile(delivered_ms, 0.5)}, {"max", percentile(delivered_ms, 1.0)}}}}},
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
           {"dropped", base_dropped},
@@ -534,6 +542,11 @@ int main(int argc, char** argv) {
                  "then its first frame p50 {:.0f} ms, max {:.0f} ms later\n", st["last_opened_s"].get<double>(),
                  st["open_ms"]["p50"].get<double>(), st["open_ms"]["max"].get<double>(),
                  st["first_frame_after_open_ms"]["p50"].get<double>(), st["first_frame_after_open_ms"]["max"].get<double>());
+      fmt::print("       of which (p50/max ms): the demuxer finding the video {:.0f}/{:.0f}, then the decoder's first picture "
+                 "{:.0f}/{:.0f}, then that picture reaching the stream {:.0f}/{:.0f}\n",
+                 st["linked_after_open_ms"]["p50"].get<double>(), st["linked_after_open_ms"]["max"].get<double>(),
+                 st["decoded_after_linked_ms"]["p50"].get<double>(), st["decoded_after_linked_ms"]["max"].get<double>(),
+                 st["delivered_after_decoded_ms"]["p50"].get<double>(), st["delivered_after_decoded_ms"]["max"].get<double>());
       if (events) {
         json rec = run_in_process(o, n, true, live_seconds, true);
         fmt::print("       with events: {} events, {} clips ({:.0f} MiB), {} lost, p99 {:>6.1f} ms ({:+.1f}), {} dropped, CPU {:.1f} "

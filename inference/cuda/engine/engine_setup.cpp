@@ -134,7 +134,7 @@ std::string CudnnEngine::Impl::fused_stem_refusal() const {
 template <typename T>
 DeviceBuffer<T> CudnnEngine::Impl::upload(const std::vector<T>& host) {
   DeviceBuffer<T> d(host.size());
-  CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  copy_to_device(d.get(), host.data(), host.size() * sizeof(T));
   report.weight_bytes += d.bytes();
   return d;
 }
@@ -283,7 +283,7 @@ std::unique_ptr<CudnnEngine::Impl::Conv> CudnnEngine::Impl::make_conv(const Laye
 
 DeviceBuffer<uint8_t> CudnnEngine::Impl::to_device_bytes(const void* host, size_t bytes) {
   DeviceBuffer<uint8_t> d(bytes);
-  CUDA_CHECK(cudaMemcpy(d.get(), host, bytes, cudaMemcpyHostToDevice));
+  copy_to_device(d.get(), host, bytes);
   report.weight_bytes += bytes;
   return d;
 }

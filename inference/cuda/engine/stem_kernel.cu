@@ -552,9 +552,9 @@ FusedStemWeights::FusedStemWeights(const std::vector<float>& weight, const std::
   }
   std::copy(bias.begin(), bias.end(), scale_bias.begin() + out_channels);
   fragments_ = DeviceBuffer<uint4>(frag.size());
-  CUDA_CHECK(cudaMemcpy(fragments_.get(), frag.data(), fragments_.bytes(), cudaMemcpyHostToDevice));
+  copy_to_device(fragments_.get(), frag.data(), fragments_.bytes());
   scale_bias_ = DeviceBuffer<float>(scale_bias.size());
-  CUDA_CHECK(cudaMemcpy(scale_bias_.get(), scale_bias.data(), scale_bias_.bytes(), cudaMemcpyHostToDevice));
+  copy_to_device(scale_bias_.get(), scale_bias.data(), scale_bias_.bytes());
 }
 
 void launch_fused_stem(const __half* in, int batch, int height, int width, const FusedStemWeights& weights,
