@@ -22,6 +22,7 @@
 #   density    bench_pipeline's live runs at VC_DENSITY_LIVE (104,128,150) H.264 and VC_DENSITY_HEVC (250) HEVC 1080p30
 #              streams of VC_DENSITY_SECONDS (60), VC_DENSITY_RUNS (1) times: held or not, the steady window's drops by
 #              stage, stage times and frames in flight per stream, where each stream's start went (not in the default)
+#              VC_DENSITY_ARGS adds bench_pipeline options (e.g. --decoder-starts 1)
 #   events     bench_pipeline's live run of 64 1080p30 streams, then again with an event rule firing on every stream
 #              every few seconds (clips, snapshots): drops, p99 and the CPU that recording costs (not in the default)
 #   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
@@ -220,7 +221,7 @@ if want density; then
     if [ -n "$h264" ]; then
       stage "density (run $run): $h264 live 1080p30 H.264 streams, the steady window's stages and drops"
       bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$h264" \
-        --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 --json "$out/density-h264-$run.json" 2>&1 |
+        --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 ${VC_DENSITY_ARGS:-} --json "$out/density-h264-$run.json" 2>&1 |
         tee "$out/density-h264-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
     fi
     # HEVC: the bundle's 1080p30 H.265 file (device-bundle.sh makes it with x265), looped.
@@ -228,7 +229,7 @@ if want density; then
       stage "density (run $run): $hevc live 1080p30 HEVC streams"
       bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$hevc" \
         --live-media "$bundle/media/hevc-1080p30.mp4" --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 \
-        --json "$out/density-hevc-$run.json" 2>&1 | tee "$out/density-hevc-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
+        ${VC_DENSITY_ARGS:-} --json "$out/density-hevc-$run.json" 2>&1 | tee "$out/density-hevc-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
     fi
   done
 fi

@@ -271,4 +271,50 @@ bool owes_picture(GstPad* pad, GstBuffer* buffer, const std::string& codec) {
   return picture;
 }
 
+DecoderStarts& DecoderStarts::shared() {
+  static DecoderStarts starts;
+  return starts;
+}
+
+void DecoderStarts::set_limit(int limit) {
+  {
+    std::lock_guard lock(mutex_);
+    limit_ = std::max(0, limit);
+  }
+  turn_.notify_all();
+}
+
+int DecoderStarts::limit() const {
+  std::lock_guard lock(mutex_);
+  return limit_;
+}
+
+void DecoderStarts::take_back_stale(std::chrono::steady_clock::time_point now) {
+  std::erase_if(starting_, [&](const auto& turn) { return now - turn.second > kLongestTurn; });
+}
+
+uint64_t DecoderStarts::wait(const std::function<bool()>& cancelled) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (limit_ == 0 || (cancelled && cancelled())) return 0;
+    const auto now = std::chrono::steady_clock::now();
+    take_back_stale(now);
+    if (int(starting_.size()) < limit_) {
+      const uint64_t ticket = next_++;
+      starting_.emplace(ticket, now);
+      return ticket;
+    }
+    turn_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+void DecoderStarts::done(uint64_t ticket) {
+  if (ticket == 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (starting_.erase(ticket) == 0) return;
+  }
+  turn_.notify_one();
+}
+
 }  // namespace vc::pipeline

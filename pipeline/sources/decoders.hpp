@@ -7,6 +7,12 @@
 #pragma once
 #include <gst/gst.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -65,5 +71,43 @@ struct ProfileDecoders {
   DecoderChoice choice;
 };
 std::vector<ProfileDecoders> probe_decoders();
+
+
+// NVDEC decoders started a few at a time.
+//
+// Making an NVDEC decoder (cuvidCreateDecoder: its surfaces, its session) takes tens of milliseconds and holds a lock
+// in the driver that decoding takes too. When 150 streams start at once, 150 decoders are being made at the same
+// moment, and the ones already made cannot decode while the rest are: on an H100 (2026-12-07, bench_pipeline's
+// split of the start) every one of 150 H.264 streams waited 7.9 s between its decoder being linked and its first
+// picture, and every one of 250 HEVC streams 12.9 s — all of them together, at the end. Through this gate at most
+// limit() decoders are between being linked and giving their first picture; the others wait for their turn, so that
+// streams come up one after another from the first second, and the ones up decode meanwhile.
+class DecoderStarts {
+ public:
+  static constexpr int kDefaultLimit = 4;
+  // A turn not given back after this long (a camera that sends nothing after its header) is taken back: one slow
+  // source does not hold the others.
+  static constexpr std::chrono::milliseconds kLongestTurn{2000};
+
+  static DecoderStarts& shared();  // the process's: every stream's NVDEC decoders share the driver
+
+  void set_limit(int limit);  // 0: no limit (bench_pipeline measures others)
+  [[nodiscard]] int limit() const;
+  // Waits for a turn; `cancelled` is asked every 100 ms (a source being stopped waits no more). Returns the turn's
+  // ticket for done(), 0 when none was taken (no limit, or cancelled).
+  uint64_t wait(const std::function<bool()>& cancelled);
+  // The decoder gave its first picture, or its source stopped: the next may start. A ticket of 0, or one given back
+  // already (or taken back), does nothing.
+  void done(uint64_t ticket);
+
+ private:
+  void take_back_stale(std::chrono::steady_clock::time_point now);  // (mutex_ held)
+
+  mutable std::mutex mutex_;
+  std::condition_variable turn_;
+  int limit_ = kDefaultLimit;
+  uint64_t next_ = 1;
+  std::map<uint64_t, std::chrono::steady_clock::time_point> starting_;  // turns out, and when they were given
+};
 
 }  // namespace vc::pipeline

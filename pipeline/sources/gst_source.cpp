@@ -80,33 +80,6 @@ std::string describe(const SourceSpec& s) {
 
 }  // namespace
 
-void check_readable_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw NoInputError(fmt::format("{}: no such file", path));
-  if (!fs::is_regular_file(path, ec)) throw NoInputError(fmt::format("{}: not a regular file", path));
-  if (access(path.c_str(), R_OK) != 0) throw NoInputError(fmt::format("{}: not readable (permissions)", path));
-  if (fs::file_size(path, ec) == 0) throw DataError(fmt::format("{}: the file is empty (0 bytes)", path));
-}
-
-bool is_live_input(const config::Input& in) {
-  if (in.live != config::Live::Auto) return in.live == config::Live::Yes;
-  switch (in.kind) {
-    case config::InputKind::Test:
-    case config::InputKind::Webcam: return true;
-    case config::InputKind::Uri: {
-      // Streams without an end: RTSP, RTMP, RTP/UDP, SRT. A file:// or http(s):// URL is a clip (it ends).
-      const auto scheme = in.uri.substr(0, in.uri.find("://"));
-      for (const char* live : {"rtsp", "rtsps", "rtspt", "rtmp", "rtmps", "udp", "rtp", "srt"}) {
-        if (scheme == live) return true;
-      }
-      return false;
-    }
-    case config::InputKind::File: return in.realtime;
-    case config::InputKind::Image: return false;
-  }
-  return false;
-}
-
 std::string GstSource::network_uri() const {
   const auto& in = spec_.input;
   return in.kind == config::InputKind::Uri && in.uri.rfind("file://", 0) != 0 ? in.uri : "";
@@ -130,8 +103,10 @@ GstSource::GstSource(SourceSpec spec, FrameCallback on_frame)
 }
 
 GstSource::~GstSource() {
+  closing_ = true;  // (a streaming thread waiting for its decoder's turn to start returns)
   // Stop first: this joins the streaming threads, so no callback can reach a member being destroyed.
   if (pipeline_) stop_pipeline(pipeline_.get());
+  DecoderStarts::shared().done(start_turn_.exchange(0));  // a decoder that never gave a picture: the next may start
 }
 
 void GstSource::build() {
@@ -342,6 +317,8 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     gchar* caps_text = gst_caps_to_string(caps);
     vc::log::get("pipeline")->debug("{}: {} ({}) decoded by {}", what_, format.describe(), caps_text, choice.factory);
     g_free(caps_text);
+    // NVDEC makes its decoder when the first picture reaches it: a few streams at a time (DecoderStarts, decoders.hpp).
+    if (choice.gpu) start_turn_ = DecoderStarts::shared().wait([this] { return closing_.load(); });
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
     // NVDEC decodes in the engine's own CUDA context: its frames are memory the engine's kernels can read.
     if (choice.gpu && placement.cuda_context) gst_element_set_context(chain.back(), placement.cuda_context.get());
@@ -407,6 +384,7 @@ void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     const bool first = source->decoder_out_++ == 0;
     if (first && source->decoded_ns_ == 0) source->decoded_ns_ = steady_ns(Clock::now());
+    if (first) DecoderStarts::shared().done(source->start_turn_.exchange(0));
     if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_CORRUPTED) || (!first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT))) {
       ++source->decoder_damaged_;
       std::lock_guard lock(source->mutex_);

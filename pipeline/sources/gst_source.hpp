@@ -24,17 +24,10 @@
 #include "pipeline/core/frame.hpp"
 #include "pipeline/sources/decoders.hpp"
 #include "pipeline/sources/gst_util.hpp"
+#include "pipeline/sources/input_checks.hpp"
 #include "pipeline/sources/packets.hpp"
 
 namespace vc::pipeline {
-
-// Whether an input is live (a camera, a network stream, a test pattern, a file paced in real time): live streams
-// drop stale frames and restart when they fail.
-bool is_live_input(const config::Input& input);
-
-// Throws vc::NoInputError (missing, not a file, unreadable) or vc::DataError (empty) for a video file that cannot be
-// read.
-void check_readable_file(const std::string& path);
 
 // Where a stream is classified — the engine, and the GPU whose NVDEC decodes it — asked once its format is known
 // (gpu_assignment.hpp).
@@ -139,6 +132,8 @@ class GstSource {
   std::atomic<int64_t> decoder_in_{0}, decoder_out_{0}, decoder_damaged_{0};
   std::atomic<bool> one_to_one_{false};
   std::atomic<int64_t> linked_ns_{0}, decoded_ns_{0};
+  std::atomic<uint64_t> start_turn_{0};  // its NVDEC decoder's turn to start (DecoderStarts, decoders.hpp), until its first picture
+  std::atomic<bool> closing_{false};     // being destroyed: a streaming thread waiting for that turn waits no more
   std::string codec_;                    // the compressed stream's codec (set before its first buffer, with the probe)
   std::atomic<bool> next_damaged_{false};  // the decoder's last output picture was damaged: the frame carries it
   mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_

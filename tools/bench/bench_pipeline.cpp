@@ -35,6 +35,7 @@
 
 #include "bench/churn.hpp"
 #include "bench/nvml_sampler.hpp"
+#include "bench/start_split.hpp"
 #include "bench/steady_window.hpp"
 #include "config/config.hpp"
 #include "config/errors.hpp"
@@ -260,23 +261,9 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   int64_t base_dropped = 0;  // the N streams' own (not the added and removed ones')
   json dropped_by = json::object();  // which of them dropped, how many
   int counted = 0;
-  // Where each stream's start went: opening its source (the pipeline built and set playing), then waiting for its
-  // first frame (the demuxer, the decoder's start).
-  std::vector<double> opening_ms, first_frame_ms, linked_ms, decoded_ms, delivered_ms;
-  double last_opened = 0;
   for (const auto& r : s.streams) {
     if (r.name.rfind("churn", 0) == 0) continue;
     ++counted;
-    if (r.opening_s >= 0 && r.started_s >= 0) {
-      opening_ms.push_back(1000 * (r.started_s - r.opening_s));
-      last_opened = std::max(last_opened, r.started_s);
-      if (r.first_frame_s >= 0) first_frame_ms.push_back(1000 * (r.first_frame_s - r.started_s));
-      // ...of which: until the demuxer found the video (its decoder linked), then the decoder's first picture, then
-      // that picture reaching the stream (the sink's clock, the caps).
-      if (r.linked_s >= 0) linked_ms.push_back(1000 * (r.linked_s - r.started_s));
-      if (r.linked_s >= 0 && r.decoded_s >= 0) decoded_ms.push_back(1000 * (r.decoded_s - r.linked_s));
-      if (r.decoded_s >= 0 && r.first_frame_s >= 0) delivered_ms.push_back(1000 * (r.first_frame_s - r.decoded_s));
-    }
     base_dropped += r.dropped + r.output_dropped;
     if (r.dropped + r.output_dropped > 0) dropped_by[r.name] = r.dropped + r.output_dropped;
     per_stream += r.fps;
@@ -297,12 +284,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"all_running_s", together},
           {"start_spread_s", all_ran ? last_start - first_start : -1},
           {"all_started_s", all_ran ? last_start : -1},  // from the run's start (engine built) to the last first frame
-          {"start", {{"last_opened_s", last_opened},
-                     {"open_ms", {{"p50", percentile(opening_ms, 0.5)}, {"max", percentile(opening_ms, 1.0)}}},
-                     {"first_frame_after_open_ms", {{"p50", percentile(first_frame_ms, 0.5)}, {"max", percentile(first_frame_ms, 1.0)}}},
-                     {"linked_after_open_ms", {{"p50", percentile(linked_ms, 0.5)}, {"max", percentile(linked_ms, 1.0)}}},
-                     {"decoded_after_linked_ms", {{"p50", percentile(decoded_ms, 0.5)}, {"max", percentile(decoded_ms, 1.0)}}},
-                     {"delivered_after_decoded_ms", {{"p50", percentile(delivered_ms, 0.5)}, {"max", percentile(delivered_ms, 1.0)}}}}},
+          {"start", vc::bench::start_split(s.streams)},
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
           {"dropped", base_dropped},
@@ -416,9 +398,15 @@ int main(int argc, char** argv) {
   cli.add_flag("--churn", churning, "repeat each live run as a service, a stream added and removed over and over beside them");
   std::string gpus;
   cli.add_option("--gpus", gpus, "inference.gpus for the in-process runs: e.g. 0,1 or all (default: one GPU)");
+  int decoder_starts = -1;
+  cli.add_option("--decoder-starts", decoder_starts,
+                 "NVDEC decoders made at a time when streams start (DecoderStarts in pipeline/sources/decoders.hpp; "
+                 "0 = no limit; default: the app's)")
+      ->check(CLI::NonNegativeNumber);
   cli.add_flag("--cpu", o.cpu, "use the CPU engine (a smoke test without a GPU; the numbers mean little)");
   CLI11_PARSE(cli, argc, argv);
   height = width * 9 / 16 / 2 * 2;
+  if (decoder_starts >= 0) vc::pipeline::DecoderStarts::shared().set_limit(decoder_starts);
   if (gpus == "all") o.all_gpus = true;
   else if (!gpus.empty()) o.gpus = parse_ints(gpus);
   vc::log::set_level("warn");
@@ -471,7 +459,8 @@ int main(int argc, char** argv) {
     GstContext* shared_context = nullptr;
     if (nvdec) shared_context = vc::pipeline::make_shared_cuda_context(0);
 
-    json out = {{"media", o.media}, {"arch", arch}, {"batch", o.batch}, {"frames_per_stream", o.frames}, {"nvdec", nvdec}};
+    json out = {{"media", o.media}, {"arch", arch}, {"batch", o.batch}, {"frames_per_stream", o.frames}, {"nvdec", nvdec},
+                {"decoder_starts", vc::pipeline::DecoderStarts::shared().limit()}};
     fmt::print("\n{:>7} {:>10} {:>10} {:>8} {:>8} {:>7} {:>6} {:>8} | {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10}\n", "streams", "fps",
                "per-strm", "p50 ms", "p99 ms", "drops", "CPU", "GPU MiB", "dec ceil", "1 context", "sl ceil", "sys-mem", "CPU dec",
                "separate");
@@ -537,16 +526,7 @@ int main(int argc, char** argv) {
                  row["cpu_cores"].get<double>(),
                  held ? std::string("held") : "NOT held: " + fmt::format("{}", fmt::join(why, "; ")));
       print_utilisation(row);
-      const auto& st = row["start"];
-      fmt::print("       the start: every source open {:.1f} s after the run's start (opening one: p50 {:.0f} ms, max {:.0f} ms), "
-                 "then its first frame p50 {:.0f} ms, max {:.0f} ms later\n", st["last_opened_s"].get<double>(),
-                 st["open_ms"]["p50"].get<double>(), st["open_ms"]["max"].get<double>(),
-                 st["first_frame_after_open_ms"]["p50"].get<double>(), st["first_frame_after_open_ms"]["max"].get<double>());
-      fmt::print("       of which (p50/max ms): the demuxer finding the video {:.0f}/{:.0f}, then the decoder's first picture "
-                 "{:.0f}/{:.0f}, then that picture reaching the stream {:.0f}/{:.0f}\n",
-                 st["linked_after_open_ms"]["p50"].get<double>(), st["linked_after_open_ms"]["max"].get<double>(),
-                 st["decoded_after_linked_ms"]["p50"].get<double>(), st["decoded_after_linked_ms"]["max"].get<double>(),
-                 st["delivered_after_decoded_ms"]["p50"].get<double>(), st["delivered_after_decoded_ms"]["max"].get<double>());
+      vc::bench::print_start_split(row["start"]);
       if (events) {
         json rec = run_in_process(o, n, true, live_seconds, true);
         fmt::print("       with events: {} events, {} clips ({:.0f} MiB), {} lost, p99 {:>6.1f} ms ({:+.1f}), {} dropped, CPU {:.1f} "
