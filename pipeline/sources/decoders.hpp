@@ -73,18 +73,20 @@ struct ProfileDecoders {
 std::vector<ProfileDecoders> probe_decoders();
 
 
-// NVDEC decoders started a few at a time.
+// NVDEC decoders started a few at a time — a gate the app leaves open (limit 0) until a limit is shown to help.
 //
-// Making an NVDEC decoder (cuvidCreateDecoder: its surfaces, its session) takes tens of milliseconds and holds a lock
-// in the driver that decoding takes too. When 150 streams start at once, 150 decoders are being made at the same
-// moment, and the ones already made cannot decode while the rest are: on an H100 (2026-12-07, bench_pipeline's
-// split of the start) every one of 150 H.264 streams waited 7.9 s between its decoder being linked and its first
-// picture, and every one of 250 HEVC streams 12.9 s — all of them together, at the end. Through this gate at most
-// limit() decoders are between being linked and giving their first picture; the others wait for their turn, so that
-// streams come up one after another from the first second, and the ones up decode meanwhile.
+// Making an NVDEC decoder (cuvidCreateDecoder: its surfaces, its session) holds a lock in the driver that decoding
+// takes too. When 150 streams start at once their 150 decoders are made at the same moment, and the ones already made
+// cannot decode meanwhile: on an H100 (2026-12-07, bench_pipeline's split of the start) every one of 150 H.264
+// streams waited 7.9 s between its decoder being linked and its first picture, and every one of 250 HEVC streams
+// 12.9 s — all of them together, at the end. Through this gate at most limit() decoders are between being linked
+// and giving their first picture. Measured the same day (docs/BENCHMARKS.md): 4 at a time, the median stream's first
+// frame came at 5.0 s instead of 7.9 s, but the last at 9.9 s instead of 7.2-8.2 s (each decoder then took ~65 ms:
+// making them all at once is the faster way through the driver, ~50 ms each); 1 at a time, the last at 11.6 s. So no
+// limit by default; bench_pipeline --decoder-starts N measures others.
 class DecoderStarts {
  public:
-  static constexpr int kDefaultLimit = 4;
+  static constexpr int kDefaultLimit = 0;  // (none: see above)
   // A turn not given back after this long (a camera that sends nothing after its header) is taken back: one slow
   // source does not hold the others.
   static constexpr std::chrono::milliseconds kLongestTurn{2000};

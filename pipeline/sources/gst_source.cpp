@@ -317,7 +317,7 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     gchar* caps_text = gst_caps_to_string(caps);
     vc::log::get("pipeline")->debug("{}: {} ({}) decoded by {}", what_, format.describe(), caps_text, choice.factory);
     g_free(caps_text);
-    // NVDEC makes its decoder when the first picture reaches it: a few streams at a time (DecoderStarts, decoders.hpp).
+    // NVDEC makes its decoder when the first picture reaches it: through the gate (DecoderStarts, decoders.hpp).
     if (choice.gpu) start_turn_ = DecoderStarts::shared().wait([this] { return closing_.load(); });
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
     // NVDEC decodes in the engine's own CUDA context: its frames are memory the engine's kernels can read.
