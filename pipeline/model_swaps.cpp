@@ -18,6 +18,10 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr size_t kHistory = 10;
+// A tuned engine whose build failed is built once more, this long after: on an H100 the build failed ("no usable
+// algorithm", a capture invalidated) while 150-250 NVDEC decoders were being made, and the run went on untuned.
+constexpr int kTuneAttempts = 2;
+constexpr std::chrono::seconds kTuneRetryPause{5};
 
 }  // namespace
 
@@ -89,33 +93,44 @@ void ModelSwaps::tune() {
   std::lock_guard one(switching_);  // (a deploy meanwhile: 409)
   for (size_t m = 0; m < tuners_.size() && !cancel_; ++m) {
     const auto started = std::chrono::steady_clock::now();
-    std::vector<std::unique_ptr<inference::Classifier>> engines;
-    std::vector<size_t> of_lanes;
-    try {
-      for (size_t lane = 0; lane < tuners_[m].size() && !cancel_; ++lane) {
-        if (!tuners_[m][lane]) continue;
-        engines.push_back(tuners_[m][lane](cancel_));
-        of_lanes.push_back(lane);
-      }
-      tuners_[m].clear();  // (what they hold, a copy of the weights, goes)
-      if (engines.empty()) continue;  // (a model whose engines started tuned)
-      std::vector<EngineLane*> lanes;
-      {
+    bool switched = false;
+    for (int attempt = 1; attempt <= kTuneAttempts && !switched && !cancel_; ++attempt) {
+      try {
+        std::vector<std::unique_ptr<inference::Classifier>> engines;
+        std::vector<size_t> of_lanes;
+        for (size_t lane = 0; lane < tuners_[m].size() && !cancel_; ++lane) {
+          if (!tuners_[m][lane]) continue;
+          engines.push_back(tuners_[m][lane](cancel_));
+          of_lanes.push_back(lane);
+        }
+        if (engines.empty()) break;  // (a model whose engines started tuned)
+        tuners_[m].clear();          // (what they hold, a copy of the weights, goes)
+        std::vector<EngineLane*> lanes;
+        {
+          std::unique_lock lock(lanes_mutex_);
+          lanes_given_.wait(lock, [&] { return !lanes_.empty() || cancel_; });
+          if (cancel_) return;
+          for (const size_t lane : of_lanes) lanes.push_back(lanes_.at(lane));
+        }
+        ModelInfo info;
+        {
+          std::lock_guard lock(mutex_);
+          info = slots_[m].info;
+        }
+        switch_lanes(m, std::move(engines), info, lanes, cancel_);  // (the untuned engines it returns go)
+        switched = true;
+      } catch (const std::exception& e) {
+        if (cancel_) break;
+        // Once more after a pause: a build beside many decoders starting has failed, and one after them did not.
+        const bool again = attempt < kTuneAttempts && !tuners_[m].empty();
+        log->warn("model {}: the tuned engine could not be built ({}): the untuned one goes on{}", names_[m], e.what(),
+                  again ? fmt::format("; trying again in {} s", kTuneRetryPause.count()) : "");
+        if (!again) break;
         std::unique_lock lock(lanes_mutex_);
-        lanes_given_.wait(lock, [&] { return !lanes_.empty() || cancel_; });
-        if (cancel_) return;
-        for (const size_t lane : of_lanes) lanes.push_back(lanes_.at(lane));
+        lanes_given_.wait_for(lock, kTuneRetryPause, [&] { return cancel_.load(); });
       }
-      ModelInfo info;
-      {
-        std::lock_guard lock(mutex_);
-        info = slots_[m].info;
-      }
-      switch_lanes(m, std::move(engines), info, lanes, cancel_);  // (the untuned engines it returns go)
-    } catch (const std::exception& e) {
-      if (!cancel_) log->warn("model {}: the tuned engine could not be built ({}): the untuned one goes on", names_[m], e.what());
-      continue;
     }
+    if (!switched) continue;
     std::lock_guard lock(mutex_);
     auto& slot = slots_[m];
     slot.tuned = true;

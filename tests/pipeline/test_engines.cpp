@@ -347,6 +347,43 @@ TEST_CASE("engines started untuned switch to their tuned selves between two batc
   }
 }
 
+TEST_CASE("a tuned engine whose build failed is built once more after a pause, and the run switches to it") {
+  const auto jsonl = path("engines-tune-retry.jsonl");
+  auto c = config::parse_config("inputs:\n  - {name: a, kind: test, pattern: ball, fps: 30, width: 160, height: 120, drop: block}\n");
+  c.output.results = jsonl;
+  config::validate(c);
+  auto e = std::make_unique<FakeClassifier>(2, 4);
+  e->fixed_class = 1;
+  std::atomic<int> builds{0};
+  std::atomic<FakeClassifier*> tuned{nullptr};
+  e->tuned_self = [&](const std::atomic<bool>&) -> std::unique_ptr<inference::Classifier> {
+    if (++builds == 1) throw InternalError("cuDNN has no usable algorithm for layer1.0.conv2 (batch 32)");
+    auto t = std::make_unique<FakeClassifier>(2, 4);
+    t->fixed_class = 2;
+    tuned = t.get();
+    return t;
+  };
+  pipeline::Runner runner(c, std::move(e));
+  std::atomic<int> stop{0};
+  pipeline::RunSummary summary;
+  std::thread run([&] { summary = runner.run(stop); });
+  wait_until([&] { return runner.control().models().at(0).tuned; });
+  wait_until([&] { return tuned.load() && tuned.load()->batches() >= 2; });
+  stop = 1;
+  run.join();
+  REQUIRE(summary.code == ExitCode::kOk);
+  CHECK(builds == 2);
+  CHECK(runner.control().models().at(0).tuned_after_s >= 5);  // (the second build came after the pause)
+  std::vector<std::pair<int64_t, std::string>> lines;
+  for (const auto& j : read_jsonl(jsonl)) {
+    if (j.contains("top")) lines.emplace_back(j["frame"], j["top"][0]["label"]);
+  }
+  REQUIRE(!lines.empty());
+  for (size_t k = 0; k < lines.size(); ++k) REQUIRE(lines[k].first == int64_t(k));  // every frame once, in order
+  CHECK(lines.front().second == "class-1");
+  CHECK(lines.back().second == "class-2");
+}
+
 TEST_CASE("a run that ends before its tuned engine is built gives the build up: it never waits for it") {
   const auto jsonl = path("engines-tune-cancel.jsonl");
   auto c = four_files("engines-tune-cancel", 10, jsonl);

@@ -117,7 +117,16 @@ void CudnnEngine::Impl::choose_algorithms(const cudaDeviceProp& prop) {
                                                          c.y_desc, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
                                                          perf, tuning_workspace.get(), opt.workspace_limit));
       const auto* best = first_usable(c, perf, returned);
-      if (!best) throw InternalError(fmt::format("cuDNN has no usable algorithm for {} (batch {})", c.layer->name, opt.batch));
+      if (!best) {
+        // Why each was refused (its status, workspace, math), so that a failure under load says what it was.
+        std::string why;
+        for (int i = 0; i < returned; ++i) {
+          why += fmt::format("{}algorithm {}: {}, {:.1f} MiB, math {}", i ? "; " : "", int(perf[i].algo),
+                             cudnnGetErrorString(perf[i].status), double(perf[i].memory) / (1 << 20), int(perf[i].mathType));
+        }
+        throw InternalError(fmt::format("cuDNN has no usable algorithm for {} (batch {}; workspace limit {:.1f} MiB): {}",
+                                        c.layer->name, opt.batch, double(opt.workspace_limit) / (1 << 20), why));
+      }
       c.algo = best->algo;
       math = best->mathType;
       choice.tuned_ms = best->time;
