@@ -272,6 +272,9 @@ if want live; then
     --viewers 20 --watch "${VC_LIVE_WATCHED:-16}" --device cuda --seconds "${VC_LIVE_WINDOW_S:-15}" --json "$out/live.json" 2>&1 |
     tee "$out/live.log" || status=1
   for log in /tmp/vc-live-*/*/app.log; do [ -f "$log" ] && cp "$log" "$out/live-app-$(basename "$(dirname "$log")").log"; done
+  # (#41: a crash at the stop prints its thread and call stack — shown here, to read with addr2line against the
+  # unstripped build-device/app/video-classifier of the same bundle)
+  grep -h -A40 "video-classifier crashed" "$out"/live-app-*.log 2>/dev/null | head -n 60
 fi
 if want gpus; then
   stage "inference.gpus=[${VC_GPUS:-0,0}]: streams spread over the engines, the same top-1 as one engine"
