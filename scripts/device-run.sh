@@ -220,6 +220,7 @@ if want density; then
   for ((run = 1; run <= ${VC_DENSITY_RUNS:-1}; run++)); do
     if [ -n "$h264" ]; then
       stage "density (run $run): $h264 live 1080p30 H.264 streams, the steady window's stages and drops"
+      # shellcheck disable=SC2086  # (VC_DENSITY_ARGS: options, split into words)
       bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$h264" \
         --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 ${VC_DENSITY_ARGS:-} --json "$out/density-h264-$run.json" 2>&1 |
         tee "$out/density-h264-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
@@ -227,6 +228,7 @@ if want density; then
     # HEVC: the bundle's 1080p30 H.265 file (device-bundle.sh makes it with x265), looped.
     if [ -n "$hevc" ]; then
       stage "density (run $run): $hevc live 1080p30 HEVC streams"
+      # shellcheck disable=SC2086
       bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$hevc" \
         --live-media "$bundle/media/hevc-1080p30.mp4" --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 \
         ${VC_DENSITY_ARGS:-} --json "$out/density-hevc-$run.json" 2>&1 | tee "$out/density-hevc-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
