@@ -167,12 +167,6 @@ void print_utilisation(const json& row) {
   }
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
-}
-
 json run_in_process(const Options& o, int n, bool live, double live_seconds, bool events = false, bool churning = false,
                     bool regions = false) {
   auto c = base_config(o);
@@ -294,10 +288,10 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
                                     {"others_dropped_while", {{"adding", churned.drops_adding}, {"running", churned.drops_running},
                                                               {"removing", churned.drops_removing}}},
                                     {"engine_batch_max_ms", {{"before", churned.batch_max_ms_before}, {"during", churned.batch_max_ms}}},
-                                    {"first_result_p50_ms", percentile(churned.first_frame_ms, 0.5)},
-                                    {"first_result_max_ms", percentile(churned.first_frame_ms, 1.0)},
-                                    {"remove_p50_ms", percentile(churned.remove_ms, 0.5)},
-                                    {"remove_max_ms", percentile(churned.remove_ms, 1.0)}}
+                                    {"first_result_p50_ms", vc::bench::percentile(churned.first_frame_ms, 0.5)},
+                                    {"first_result_max_ms", vc::bench::percentile(churned.first_frame_ms, 1.0)},
+                                    {"remove_p50_ms", vc::bench::percentile(churned.remove_ms, 0.5)},
+                                    {"remove_max_ms", vc::bench::percentile(churned.remove_ms, 1.0)}}
                              : json()},
           {"cpu_cores", s.seconds > 0 ? cpu / s.seconds : 0},
           {"gpu_mib", gpu_mib},

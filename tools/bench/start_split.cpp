@@ -5,15 +5,18 @@
 #include <fmt/format.h>
 
 namespace vc::bench {
-namespace {
 
 using nlohmann::json;
 
-json p50_max(std::vector<double> v) {
-  if (v.empty()) return {{"p50", -1}, {"max", -1}};
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
-  return {{"p50", v[v.size() / 2]}, {"max", v.back()}};
+  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
+
+namespace {
+
+json p50_max(const std::vector<double>& v) { return {{"p50", percentile(v, 0.5)}, {"max", percentile(v, 1.0)}}; }
 
 }  // namespace
 

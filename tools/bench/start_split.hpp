@@ -11,6 +11,9 @@
 
 namespace vc::bench {
 
+// The q-quantile of a sample (the value at rank q * n, sorted); -1 when it is empty.
+double percentile(std::vector<double> v, double q);
+
 nlohmann::json start_split(const std::vector<pipeline::StreamSummary>& streams);
 void print_start_split(const nlohmann::json& start);  // the two lines under a live run's row
 
