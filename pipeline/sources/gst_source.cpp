@@ -152,6 +152,7 @@ void GstSource::build() {
       }
       fps_ = in.fps > 0 ? in.fps : 30.0;
       video_linked_ = true;
+      linked_ns_ = decoded_ns_ = steady_ns(Clock::now());  // (no demuxer, no decoder: its start is the source's)
       if (spec_.place) cuda_context_ = spec_.place({in.width, in.height, in.fps, ""}).cuda_context;  // raw: no decoder
       break;
     }

@@ -93,6 +93,17 @@ TEST_CASE("3 live test patterns + 2 files in one process: files complete, live s
     CHECK(int64_t(f.size()) == row.frames);
   }
   for (size_t i = 3; i < 5; ++i) CHECK(summary.streams[i].dropped == 0);
+  // Where each start went, in order: the source began to open, its decoder was linked (a test pattern: no demuxer
+  // or decoder, the same moment as its first picture; either may come before the opening call returns), the
+  // decoder's first picture, the stream's first frame.
+  for (const auto& row : summary.streams) {
+    CAPTURE(row.name);
+    CHECK(0 <= row.opening_s);
+    CHECK(row.opening_s <= row.started_s);
+    CHECK(row.opening_s <= row.linked_s);
+    CHECK(row.linked_s <= row.decoded_s);
+    CHECK(row.decoded_s <= row.first_frame_s);
+  }
   // One playable file per stream; the files' outputs hold every frame.
   CHECK(count_frames(path("multi-out/file-a.mkv")) == 40);
   CHECK(count_frames(path("multi-out/stream4.mkv")) == 30);
