@@ -9,7 +9,10 @@ once, in order; the model ids run old -> new -> old; no stream restarted; the ap
 (the deploy request to the first and to the last stream's first result of the new model; the results files are read
 every 0.1 s, so within 0.1 s) and the latency p99 of the 5 s before the deploy (steady, with --seconds 10 or more)
 against that from the deploy request to 1 s after it answered (the new engine is built meanwhile on the same GPU).
-Printed as a table; written as JSON.
+A ResNet-50 is slower than the ResNet-18 it replaces, so that window is also split by the model that classified each
+frame, each part against its own model's steady p99: the old model while the new one is built (deploy request to
+answer), the new model's first second, against its 5 s before the rollback, and the old model's first second after
+the rollback, against the 5 s before the deploy. Printed as a table; written as JSON.
 
   usage: scripts/swap-check.py --app build/app/video-classifier [--streams 8] [--file clip.mp4] [--new w.safetensors]
                                [--device cuda] [--json out.json]
@@ -149,9 +152,10 @@ def main():
         if status != 200:
             problems.append(f"the deploy answered {status}: {deployed}")
         time.sleep(args.seconds)
-        t = time.monotonic()
+        rollback_at = time.monotonic()
         status, rolled = request(port, "POST", "/api/v1/models/default/rollback")
-        result["rollback_s"] = round(time.monotonic() - t, 2)
+        rolled_at = time.monotonic()
+        result["rollback_s"] = round(rolled_at - rollback_at, 2)
         if status != 200:
             problems.append(f"the rollback answered {status}: {rolled}")
         time.sleep(args.seconds)
@@ -171,19 +175,32 @@ def main():
         problems.append(f"the app exited {result['exit']}")
 
     rows, first_new, steady, swapping = [], [], [], []
+    # (each model's own: the old one while the new is built, the new one's first second and its steady 5 s before
+    # the rollback, the old one's first second back)
+    building, new_first, new_steady, back_first = [], [], [], []
     for i in range(args.streams):
         frames = tail.lines[f"{work}/cam{i}.jsonl"]
         gaps = sum(1 for a, b in zip(frames, frames[1:]) if b[1] != a[1] + 1)
-        runs = []
+        runs, first_at = [], [None]
         for at, _, model, latency in frames:
             if not runs or runs[-1] != model:
                 runs.append(model)
                 if len(runs) == 2:
                     first_new.append(at - deploy_at)
+                    first_at[0] = at
             if deploy_at - 5 <= at < deploy_at:
                 steady.append(latency)
             elif deploy_at <= at <= answered_at + 1:
                 swapping.append(latency)
+            if deploy_at <= at <= answered_at + 1 and len(runs) == 1:
+                building.append(latency)
+            elif deploy_at <= at and len(runs) == 2:
+                if at <= first_at[0] + 1:
+                    new_first.append(latency)
+                elif rollback_at - 5 <= at < rollback_at:
+                    new_steady.append(latency)
+            elif rollback_at <= at <= rolled_at + 1 and len(runs) == 3:
+                back_first.append(latency)
         ok = gaps == 0 and len(runs) == 3 and runs[0] == runs[2] and runs[0] != runs[1]
         rows.append({"stream": f"cam{i}", "frames": len(frames), "gaps": gaps, "models": runs, "ok": ok})
         if not ok:
@@ -192,6 +209,12 @@ def main():
     if first_new:
         result["switch_first_s"], result["switch_last_s"] = round(min(first_new), 2), round(max(first_new), 2)
     result["p99_steady_ms"], result["p99_swap_ms"] = round(p99(steady), 1), round(p99(swapping), 1)
+    result["p99_building_ms"], result["p99_new_first_s_ms"] = round(p99(building), 1), round(p99(new_first), 1)
+    result["p99_new_steady_ms"], result["p99_back_first_s_ms"] = round(p99(new_steady), 1), round(p99(back_first), 1)
+    for name, part, against in (("building", building, steady), ("new_first_s", new_first, new_steady),
+                                ("back_first_s", back_first, steady)):
+        if part and against:
+            result[f"ratio_{name}"] = round(p99(part) / p99(against), 2)
     result["problems"] = problems
 
     print(f"model hot swap, {args.streams} live streams ({result['source']}), engine {args.device}, "
@@ -201,6 +224,11 @@ def main():
           f"{result.get('switch_first_s')} s, last {result.get('switch_last_s')} s; latency p99: steady "
           f"{result['p99_steady_ms']} ms, from the request to 1 s after the answer {result['p99_swap_ms']} ms; "
           f"dropped {result.get('dropped')}, restarts {result.get('restarts')}")
+    print(f"latency p99 by the model classifying: old model while the new is built {result['p99_building_ms']} ms "
+          f"({result.get('ratio_building')}x its steady {result['p99_steady_ms']} ms); new model's first second "
+          f"{result['p99_new_first_s_ms']} ms ({result.get('ratio_new_first_s')}x its steady "
+          f"{result['p99_new_steady_ms']} ms); old model's first second back {result['p99_back_first_s_ms']} ms "
+          f"({result.get('ratio_back_first_s')}x)")
     print(f"{'stream':8} {'frames':>7} {'gaps':>5}  models (in order)")
     for r in rows:
         print(f"{r['stream']:8} {r['frames']:7d} {r['gaps']:5d}  {' -> '.join(r['models'])}")
