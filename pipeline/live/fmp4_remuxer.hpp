@@ -42,7 +42,6 @@ class Fmp4Remuxer {
 
   std::string what_;
   Output out_;
-  PipelinePtr pipeline_;
   GstElement* src_ = nullptr;
   GstBus* bus_ = nullptr;
   std::mutex error_mutex_;
@@ -52,6 +51,8 @@ class Fmp4Remuxer {
   std::string init_;           // ftyp, until the moov
   uint32_t trex_flags_ = 0;
   bool init_sent_ = false;
+  // Last: destroyed (stopped) first, also when the constructor throws — its threads use every member above.
+  PipelinePtr pipeline_;
 };
 
 }  // namespace vc::pipeline

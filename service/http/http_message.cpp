@@ -82,6 +82,7 @@ LiveBody::Offered LiveBody::offer(std::string piece) {
 
 void LiveBody::finish() {
   std::lock_guard lock(mutex_);
+  if (closed_) return;  // (closed with its connection: nothing may wake that connection's io any more)
   finished_ = true;
   if (wake_) wake_();
 }
@@ -99,6 +100,7 @@ bool LiveBody::take(std::string& piece, bool& ended) {
 
 void LiveBody::on_ready(std::function<void()> wake) {
   std::lock_guard lock(mutex_);
+  if (closed_) return;
   wake_ = std::move(wake);
 }
 
