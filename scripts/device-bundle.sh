@@ -18,7 +18,7 @@ export GST_PLUGINS=${GST_PLUGINS:-"coreelements app videoconvertscale videotests
   isomp4 matroska videoparsersbad x264 openh264 nvcodec rtsp rtp rtpmanager udp deinterlace videofilter vpx aom
   mpeg2dec jpeg avi mpegtsdemux"}
 bins=(build-device/app/video-classifier build-device/tests/gpu_tests build-device/tools/bench build-device/tools/infer_tensors
-      build-device/tools/bench_pipeline)
+      build-device/tools/bench_pipeline build-device/tools/nvdec_create)
 # A broker and a subscriber, so that the soak also runs the service side there (MQTT, /metrics).
 for b in /usr/sbin/mosquitto /usr/bin/mosquitto_sub; do [ -x "$b" ] && bins+=("$b"); done
 $bundle .device "${bins[@]}"

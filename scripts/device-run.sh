@@ -8,6 +8,8 @@
 #   doctor     video-classifier doctor (GPU, cuDNN, NVDEC decoders)
 #   tests      every GPU test suite (gpu_tests; VC_GPU_TEST_ARGS narrows it, e.g. --test-suite=gpu.cold_start)
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
+#   decoders   what making an NVDEC decoder costs, alone and many at once, per count of surfaces (tools/bench/
+#              nvdec_create.cpp; VC_DECODERS_ARGS adds its options; not in the default)
 #   zoo        the media zoo (scripts/make-media-zoo.sh, carried in the bundle with each file's CPU results: libav
 #              decoding, the CPU engine): every file decoded as the app chooses there (NVDEC where it decodes the
 #              codec) and classified by cuDNN, the same top-1 as the CPU on every frame — or refused, saying why
@@ -22,7 +24,7 @@
 #   density    bench_pipeline's live runs at VC_DENSITY_LIVE (104,128,150) H.264 and VC_DENSITY_HEVC (250) HEVC 1080p30
 #              streams of VC_DENSITY_SECONDS (60), VC_DENSITY_RUNS (1) times: held or not, the steady window's drops by
 #              stage, stage times and frames in flight per stream, where each stream's start went (not in the default)
-#              VC_DENSITY_ARGS adds bench_pipeline options (e.g. --decoder-starts 1)
+#              VC_DENSITY_ARGS adds bench_pipeline options (e.g. --batch 64)
 #   events     bench_pipeline's live run of 64 1080p30 streams, then again with an event rule firing on every stream
 #              every few seconds (clips, snapshots): drops, p99 and the CPU that recording costs (not in the default)
 #   api        bench_pipeline's live run of 64 1080p30 streams as a service while one more stream is added and
@@ -99,6 +101,11 @@ if want tests; then
   grep -E "ERROR|FATAL" -A3 "$out/gpu_tests.log" | head -n 60
   grep -E "MESSAGE" -A1 "$out/gpu_tests.log" | grep -v "^--" | head -n 40
   grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log"
+fi
+if want decoders; then
+  stage "NVDEC decoders made one at a time and many at once (nvdec_create)"
+  # shellcheck disable=SC2086  # (VC_DECODERS_ARGS: options, split into words)
+  nvdec_create ${VC_DECODERS_ARGS:-} --json "$out/nvdec_create.json" 2>&1 | tee "$out/nvdec_create.log" || status=1
 fi
 if want nvdec; then
   stage "NVDEC (frames in GPU memory) vs CPU decoding"

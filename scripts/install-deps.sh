@@ -14,7 +14,7 @@ packages=(
   gstreamer1.0-plugins-ugly gstreamer1.0-libav gstreamer1.0-x
   libopencv-core-dev libopencv-imgproc-dev
   libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
-  libmosquitto-dev libboost1.81-dev
+  libmosquitto-dev libboost1.81-dev libffmpeg-nvenc-dev
   xvfb xauth mosquitto mosquitto-clients chromium fonts-dejavu-core
   clang-14 libclang-rt-14-dev
   dataset-fashion-mnist python3-torch python3-torchvision

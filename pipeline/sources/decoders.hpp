@@ -7,12 +7,7 @@
 #pragma once
 #include <gst/gst.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -71,47 +66,5 @@ struct ProfileDecoders {
   DecoderChoice choice;
 };
 std::vector<ProfileDecoders> probe_decoders();
-
-
-// NVDEC decoders started a few at a time — a gate the app leaves open (limit 0) until a limit is shown to help.
-//
-// Making an NVDEC decoder (cuvidCreateDecoder: its surfaces, its session) takes tens of milliseconds in the driver.
-// When 150 streams start at once their 150 decoders are made at the same moment, and — by the timings; the driver's
-// locking is not documented — the ones already made do not decode meanwhile: on an H100 (2026-12-07, bench_pipeline's split of the start) every one of 150 H.264
-// streams waited 7.9 s between its decoder being linked and its first picture, and every one of 250 HEVC streams
-// 12.9 s — all of them together, at the end. Through this gate at most limit() decoders are between being linked
-// and giving their first picture. Measured the same day (docs/BENCHMARKS.md): 4 at a time, the median stream's first
-// frame came at 5.0 s instead of 7.9 s, but the last at 9.9 s instead of 7.2-8.2 s (each decoder then took ~65 ms:
-// making them all at once is the faster way through the driver, ~50 ms each); 1 at a time, the last at 11.6 s; and
-// 250 HEVC streams 4 at a time, the last at 18.8 s instead of 10.6-13.6 s. The gated H.264 runs dropped nothing while
-// starting (the ungated ones 3 and 25 frames). So no limit by default, until a wider one (8, 16, 32: bench_pipeline
-// --decoder-starts N) is shown to keep the start as short as none while dropping nothing.
-class DecoderStarts {
- public:
-  static constexpr int kDefaultLimit = 0;  // (none: see above)
-  // A turn not given back after this long (a camera that sends nothing after its header) is taken back: one slow
-  // source does not hold the others.
-  static constexpr std::chrono::milliseconds kLongestTurn{2000};
-
-  static DecoderStarts& shared();  // the process's: every stream's NVDEC decoders share the driver
-
-  void set_limit(int limit);  // 0: no limit (bench_pipeline measures others)
-  [[nodiscard]] int limit() const;
-  // Waits for a turn; `cancelled` is asked every 100 ms (a source being stopped waits no more). Returns the turn's
-  // ticket for done(), 0 when none was taken (no limit, or cancelled).
-  uint64_t wait(const std::function<bool()>& cancelled);
-  // The decoder gave its first picture, or its source stopped: the next may start. A ticket of 0, or one given back
-  // already (or taken back), does nothing.
-  void done(uint64_t ticket);
-
- private:
-  void take_back_stale(std::chrono::steady_clock::time_point now);  // (mutex_ held)
-
-  mutable std::mutex mutex_;
-  std::condition_variable turn_;
-  int limit_ = kDefaultLimit;
-  uint64_t next_ = 1;
-  std::map<uint64_t, std::chrono::steady_clock::time_point> starting_;  // turns out, and when they were given
-};
 
 }  // namespace vc::pipeline

@@ -103,10 +103,8 @@ GstSource::GstSource(SourceSpec spec, FrameCallback on_frame)
 }
 
 GstSource::~GstSource() {
-  closing_ = true;  // (a streaming thread waiting for its decoder's turn to start returns)
   // Stop first: this joins the streaming threads, so no callback can reach a member being destroyed.
   if (pipeline_) stop_pipeline(pipeline_.get());
-  DecoderStarts::shared().done(start_turn_.exchange(0));  // a decoder that never gave a picture: the next may start
 }
 
 void GstSource::build() {
@@ -318,8 +316,6 @@ void GstSource::link_video(GstPad* pad, GstCaps* caps) {
     gchar* caps_text = gst_caps_to_string(caps);
     vc::log::get("pipeline")->debug("{}: {} ({}) decoded by {}", what_, format.describe(), caps_text, choice.factory);
     g_free(caps_text);
-    // NVDEC makes its decoder when the first picture reaches it: through the gate (DecoderStarts, decoders.hpp).
-    if (choice.gpu) start_turn_ = DecoderStarts::shared().wait([this] { return closing_.load(); });
     chain.push_back(add_element(p, choice.factory.c_str(), "decoder"));
     // NVDEC decodes in the engine's own CUDA context: its frames are memory the engine's kernels can read.
     if (choice.gpu && placement.cuda_context) gst_element_set_context(chain.back(), placement.cuda_context.get());
@@ -385,7 +381,6 @@ void GstSource::count_decoder(GstElement* decoder, const StreamFormat& format) {
     GstBuffer* buffer = GST_PAD_PROBE_INFO_BUFFER(info);
     const bool first = source->decoder_out_++ == 0;
     if (first && source->decoded_ns_ == 0) source->decoded_ns_ = steady_ns(Clock::now());
-    if (first) DecoderStarts::shared().done(source->start_turn_.exchange(0));
     if (GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_CORRUPTED) || (!first && GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT))) {
       ++source->decoder_damaged_;
       std::lock_guard lock(source->mutex_);

@@ -132,8 +132,6 @@ class GstSource {
   std::atomic<int64_t> decoder_in_{0}, decoder_out_{0}, decoder_damaged_{0};
   std::atomic<bool> one_to_one_{false};
   std::atomic<int64_t> linked_ns_{0}, decoded_ns_{0};
-  std::atomic<uint64_t> start_turn_{0};  // its NVDEC decoder's turn to start (DecoderStarts, decoders.hpp), until its first picture
-  std::atomic<bool> closing_{false};     // being destroyed: a streaming thread waiting for that turn waits no more
   std::string codec_;                    // the compressed stream's codec (set before its first buffer, with the probe)
   std::atomic<bool> next_damaged_{false};  // the decoder's last output picture was damaged: the frame carries it
   mutable std::mutex mutex_;  // guards decoder_, pending_failure_ and damaged_pts_

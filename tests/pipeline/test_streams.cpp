@@ -317,42 +317,4 @@ TEST_CASE("a name added again lets go of its ended stream everywhere: every stag
   CHECK(told.size() == 2);
 }
 
-TEST_CASE("NVDEC decoders start a few at a time: a turn waits for one given back, a stopping source waits no more") {
-  pipeline::DecoderStarts starts;
-  starts.set_limit(2);
-  const uint64_t a = starts.wait({}), b = starts.wait({});
-  CHECK(a != 0);
-  CHECK(b != 0);
-  CHECK(a != b);
-  // The gate is full: a third waits (it asks whether to give up at least twice, 100 ms apart) until one is done.
-  std::atomic<int> asked{0};
-  auto third = std::async(std::launch::async, [&] { return starts.wait([&] { return ++asked > 1000000; }); });
-  while (asked < 2) std::this_thread::sleep_for(10ms);
-  starts.done(a);
-  const uint64_t c = third.get();
-  CHECK(c != 0);
-  CHECK(c != a);
-  CHECK(c != b);
-  // Still full (b, c): a source being stopped takes no turn and does not wait.
-  CHECK(starts.wait([] { return true; }) == 0);
-  // Giving a turn back twice, or ticket 0, frees nothing more: b and c are out, then b back -> one free turn.
-  starts.done(b);
-  starts.done(b);
-  starts.done(0);
-  const uint64_t d = starts.wait({});
-  CHECK(d != 0);
-  std::atomic<int> asked_again{0};
-  auto fourth = std::async(std::launch::async, [&] { return starts.wait([&] { return ++asked_again > 3; }); });
-  CHECK(fourth.get() == 0);  // c and d hold both turns: it waited, then gave up when told
-  CHECK(asked_again == 4);
-  // A turn never given back is taken back after kLongestTurn: one silent camera does not hold the others.
-  const auto before = std::chrono::steady_clock::now();
-  const uint64_t e = starts.wait({});
-  CHECK(e != 0);
-  CHECK(std::chrono::steady_clock::now() - before >= 1s);  // (c was taken well under 1 s before)
-  // No limit: never waits, takes no turn.
-  starts.set_limit(0);
-  CHECK(starts.wait({}) == 0);
-}
-
 TEST_SUITE_END();

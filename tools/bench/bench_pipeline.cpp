@@ -392,15 +392,9 @@ int main(int argc, char** argv) {
   cli.add_flag("--churn", churning, "repeat each live run as a service, a stream added and removed over and over beside them");
   std::string gpus;
   cli.add_option("--gpus", gpus, "inference.gpus for the in-process runs: e.g. 0,1 or all (default: one GPU)");
-  int decoder_starts = -1;
-  cli.add_option("--decoder-starts", decoder_starts,
-                 "NVDEC decoders made at a time when streams start (DecoderStarts in pipeline/sources/decoders.hpp; "
-                 "0 = no limit; default: the app's)")
-      ->check(CLI::NonNegativeNumber);
   cli.add_flag("--cpu", o.cpu, "use the CPU engine (a smoke test without a GPU; the numbers mean little)");
   CLI11_PARSE(cli, argc, argv);
   height = width * 9 / 16 / 2 * 2;
-  if (decoder_starts >= 0) vc::pipeline::DecoderStarts::shared().set_limit(decoder_starts);
   if (gpus == "all") o.all_gpus = true;
   else if (!gpus.empty()) o.gpus = parse_ints(gpus);
   vc::log::set_level("warn");
@@ -453,8 +447,7 @@ int main(int argc, char** argv) {
     GstContext* shared_context = nullptr;
     if (nvdec) shared_context = vc::pipeline::make_shared_cuda_context(0);
 
-    json out = {{"media", o.media}, {"arch", arch}, {"batch", o.batch}, {"frames_per_stream", o.frames}, {"nvdec", nvdec},
-                {"decoder_starts", vc::pipeline::DecoderStarts::shared().limit()}};
+    json out = {{"media", o.media}, {"arch", arch}, {"batch", o.batch}, {"frames_per_stream", o.frames}, {"nvdec", nvdec}};
     fmt::print("\n{:>7} {:>10} {:>10} {:>8} {:>8} {:>7} {:>6} {:>8} | {:>10} {:>10} {:>10} {:>10} {:>10} | {:>10}\n", "streams", "fps",
                "per-strm", "p50 ms", "p99 ms", "drops", "CPU", "GPU MiB", "dec ceil", "1 context", "sl ceil", "sys-mem", "CPU dec",
                "separate");
