@@ -116,7 +116,11 @@ void SteadyWindow::close() {
   std::unique_lock lock(mutex_);
   if (closed_) return;
   closed_ = true;
-  if (first_) last_ = Counts::of(watched());
+  if (first_) {
+    last_ = Counts::of(watched());
+    threads_last_ = thread_times();
+    threads_last_at_ = Clock::now();
+  }
   wake_.notify_all();
 }
 
@@ -136,6 +140,8 @@ void SteadyWindow::watch() {
     if (seconds_since(all_started) >= settle_s_) break;
   }
   first_ = Counts::of(watched());
+  threads_first_ = thread_times();
+  threads_first_at_ = Clock::now();
   opened_s_ = seconds_since(t0);
   const auto opened = Clock::now();
   int64_t dropped_before = first_->dropped();
@@ -193,7 +199,9 @@ nlohmann::json SteadyWindow::report() const {
           {"in_flight", {{"mean", in_flight_samples_ > 0 ? in_flight_sum_ / double(in_flight_samples_) : 0},
                          {"max", in_flight_max_},
                          {"max_stream", in_flight_max_stream_}}},
-          {"drops_by_second", drops_by_second_}};
+          {"drops_by_second", drops_by_second_},
+          {"threads", thread_cores(threads_first_, threads_last_,
+                                   std::chrono::duration<double>(threads_last_at_ - threads_first_at_).count(), 10)}};
 }
 
 void print_steady(const nlohmann::json& steady) {
@@ -210,6 +218,14 @@ void print_steady(const nlohmann::json& steady) {
              steady["latency_ms"]["p99"].get<double>(), stage("queue"), stage("inference"), stage("post"), stage("output"),
              steady["in_flight"]["mean"].get<double>(), steady["in_flight"]["max"].get<int64_t>(),
              steady["in_flight"]["max_stream"].get<std::string>());
+  if (steady.contains("threads") && !steady["threads"].empty()) {
+    std::string busiest;
+    for (const auto& t : steady["threads"]) {
+      busiest += fmt::format("{}{} x{} {:.2f}", busiest.empty() ? "" : ", ", t["name"].get<std::string>(),
+                             t["threads"].get<int>(), t["cores"].get<double>());
+    }
+    fmt::print("       steady window's busiest threads (CPU cores): {}\n", busiest);
+  }
 }
 
 }  // namespace vc::bench

@@ -5,6 +5,7 @@
 // out: a count of streams is held when this window drops nothing.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/thread_cpu.hpp"
 #include "pipeline/core/control.hpp"
 
 namespace vc::bench {
@@ -30,7 +32,8 @@ class SteadyWindow {
   void close();
   // {"opened": false} when every stream never ran; else {"opened_s" (from construction), "seconds", "frames",
   // "fps", "dropped", "dropped_in_queue", "dropped_at_output", "dropped_by_stream", "latency_ms": {p50, p99},
-  // "stages_ms": {queue|inference|post|output: {mean, p99}}, "in_flight": {mean, max, max_stream}, "drops_by_second"}.
+  // "stages_ms": {queue|inference|post|output: {mean, p99}}, "in_flight": {mean, max, max_stream}, "drops_by_second",
+  // "threads": the busiest thread names' CPU cores over the window (thread_cpu.hpp)}.
   [[nodiscard]] nlohmann::json report() const;
 
   struct Counts;  // (steady_window.cpp)
@@ -47,6 +50,8 @@ class SteadyWindow {
   bool closed_ = false;
   double opened_s_ = -1, seconds_ = 0;
   std::unique_ptr<Counts> first_, last_;
+  ThreadTimes threads_first_, threads_last_;  // (at the window's open and close)
+  std::chrono::steady_clock::time_point threads_first_at_, threads_last_at_;
   std::vector<int64_t> drops_by_second_;
   double in_flight_sum_ = 0;
   int64_t in_flight_samples_ = 0, in_flight_max_ = 0;
