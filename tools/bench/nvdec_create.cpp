@@ -23,10 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/percentile.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
+using vc::bench::percentile;
 
 CudaFunctions* cu = nullptr;
 CuvidFunctions* cuvid = nullptr;
@@ -65,11 +68,6 @@ CUVIDDECODECREATEINFO create_info(cudaVideoCodec codec, int decode_surfaces, int
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 // One decoder made (timed) and destroyed (timed), `repeats` times: the medians.
 std::pair<double, double> one_at_a_time(CUcontext ctx, const CUVIDDECODECREATEINFO& info, int repeats) {
   std::vector<double> made, destroyed;
@@ -86,7 +84,7 @@ std::pair<double, double> one_at_a_time(CUcontext ctx, const CUVIDDECODECREATEIN
   }
   CUcontext popped = nullptr;
   check(cu->cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
-  return {median(made), median(destroyed)};
+  return {percentile(made, 0.5), percentile(destroyed, 0.5)};
 }
 
 struct Together {
@@ -120,7 +118,7 @@ Together at_once(CUcontext ctx, const CUVIDDECODECREATEINFO& info, int count, in
   const auto start = Clock::now();
   go = true;
   for (auto& t : pool) t.join();
-  Together out{ms_since(start), *std::max_element(took.begin(), took.end()), median(took)};
+  Together out{ms_since(start), *std::max_element(took.begin(), took.end()), percentile(took, 0.5)};
   check(cu->cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
   for (auto* d : decoders) {
     if (d) cuvid->cuvidDestroyDecoder(d);

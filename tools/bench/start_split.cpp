@@ -8,12 +8,6 @@ namespace vc::bench {
 
 using nlohmann::json;
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
-}
-
 namespace {
 
 json p50_max(const std::vector<double>& v) { return {{"p50", percentile(v, 0.5)}, {"max", percentile(v, 1.0)}}; }

@@ -7,12 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/percentile.hpp"
 #include "pipeline/run_report.hpp"
 
 namespace vc::bench {
-
-// The q-quantile of a sample (the value at rank q * n, sorted); -1 when it is empty.
-double percentile(std::vector<double> v, double q);
 
 nlohmann::json start_split(const std::vector<pipeline::StreamSummary>& streams);
 void print_start_split(const nlohmann::json& start);  // the two lines under a live run's row
