@@ -6,7 +6,6 @@
 #include <glib.h>
 
 #include <atomic>
-#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -14,7 +13,6 @@
 
 #include "pipeline/fake_classifier.hpp"
 #include "pipeline/runner.hpp"
-#include "pipeline/sources/decoders.hpp"
 #include "pipeline/stream_table.hpp"
 #include "pipeline_helpers.hpp"
 
