@@ -158,6 +158,7 @@ STATE = """JSON.stringify(Object.fromEntries(Object.entries(window.vcLive).map((
     luma = sum / (3 * 255 * 32 * 24);
   }
   return [name, Object.assign({}, s, {drawn: label && !label.hidden ? label.textContent : null, luma,
+                                     seeking: !!video && video.seeking,
                                      video: !!picture && !picture.querySelector('video').hidden})];
 })))"""
 
@@ -177,6 +178,8 @@ def check_picture(name, state, pictures):
     if name not in ("h264", "hevc") or state["mode"] != "mse" or not shown or state.get("luma") is None:
         return
     if shown.get("stale"):  # (the page says the label is an earlier frame's: this one's has not come)
+        return
+    if state.get("seeking"):  # (the page jumped to near the live edge: which picture the canvas gets is undefined)
         return
     each = FPS * SECONDS_EACH
     # (Not from the results' pts: the earliest pts the results have is the file's first picture only if that picture
