@@ -223,8 +223,10 @@ void print_steady(const nlohmann::json& steady) {
     for (const auto& t : steady["threads"]) {
       busiest += fmt::format("{}{} x{} {:.2f}", busiest.empty() ? "" : ", ", t["name"].get<std::string>(),
                              t["threads"].get<int>(), t["cores"].get<double>());
+      if (t.contains("waited")) busiest += fmt::format(" (waited {:.2f})", t["waited"].get<double>());
     }
-    fmt::print("       steady window's busiest threads (CPU cores): {}\n", busiest);
+    fmt::print("       steady window's busiest threads (CPU cores; waited: cores' worth of time runnable but not "
+               "running): {}\n", busiest);
   }
 }
 
