@@ -11,8 +11,12 @@
 //      driver makes them one at a time per context or per GPU.
 // Prints tables; --json writes them. Needs a GPU with NVDEC (exits 2 without one).
 //
+//   3. with --share FILE (instead of 1 and 2): whether one decoder can serve several streams (below, share_experiment);
+//      exits 3 where a stream did not decode to the same pictures as alone.
+//
 //   usage: nvdec_create [--decoders 64] [--threads 1,8,64] [--surfaces 4,8,20] [--flags cuvid,cuda,default]
 //                       [--contexts 1,8] [--repeats 8] [--json out.json]
+//          nvdec_create --share FILE.h264 [--codec h264|hevc] [--streams 4] [--per 0] [--json out.json]
 #include <ffnvcodec/dynlink_loader.h>
 
 #include <CLI/CLI.hpp>
@@ -20,7 +24,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -144,6 +150,206 @@ Together at_once(const std::vector<CUcontext>& contexts, const CUVIDDECODECREATE
   return out;
 }
 
+
+// ---- One decoder for several streams (--share FILE): whether NVDEC decodes N streams through one decoder whose
+// surfaces are split between them — each stream's own parser, its picture indices moved into its share — to the same
+// pictures as a decoder of its own. The streams are the same elementary stream, each started CHUNK bytes after the
+// one before, so that at any time their surfaces hold different pictures (a reference into another stream's share
+// would change the picture). Every picture's luma is hashed (FNV-1a over its rows).
+
+constexpr size_t kChunk = 64 << 10;
+
+struct ShareRun {
+  CUcontext ctx = nullptr;
+  cudaVideoCodec codec = cudaVideoCodec_H264;
+  int streams = 1, per = 0;  // streams; surfaces per stream (0: the stream's minimum + 2)
+  bool shared = true;        // one decoder for all, else one each
+  std::vector<CUvideodecoder> decoders;  // one, or one per stream
+  std::vector<std::vector<uint64_t>> hashes;  // per stream, per picture shown
+  unsigned width = 0, height = 0;             // the displayed picture
+  double create_ms = 0;
+  std::string error;  // the first failure
+};
+
+struct ShareStream {
+  ShareRun* run;
+  int stream;
+  CUvideodecoder decoder() const { return run->decoders[run->shared ? 0 : size_t(stream)]; }
+  int base() const { return run->shared ? stream * run->per : 0; }  // its first surface
+};
+
+int CUDAAPI share_sequence(void* user, CUVIDEOFORMAT* format) {
+  auto& s = *static_cast<ShareStream*>(user);
+  auto& run = *s.run;
+  if (run.per == 0) run.per = format->min_num_decode_surfaces + 2;
+  if (run.per < format->min_num_decode_surfaces) {
+    run.error = "--per " + std::to_string(run.per) + " is below the stream's minimum of " +
+                std::to_string(format->min_num_decode_surfaces) + " surfaces";
+    return 0;
+  }
+  const size_t needed = run.shared ? 1 : size_t(run.streams);
+  if (run.decoders.empty()) run.decoders.assign(needed, nullptr);
+  if (!s.decoder()) {
+    CUVIDDECODECREATEINFO info = create_info(format->codec, run.shared ? run.per * run.streams : run.per, 1);
+    info.ulWidth = info.ulMaxWidth = format->coded_width;
+    info.ulHeight = info.ulMaxHeight = format->coded_height;
+    info.ChromaFormat = format->chroma_format;
+    info.bitDepthMinus8 = format->bit_depth_luma_minus8;
+    info.display_area.left = short(format->display_area.left);
+    info.display_area.top = short(format->display_area.top);
+    info.display_area.right = short(format->display_area.right);
+    info.display_area.bottom = short(format->display_area.bottom);
+    run.width = unsigned(format->display_area.right - format->display_area.left);
+    run.height = unsigned(format->display_area.bottom - format->display_area.top);
+    info.ulTargetWidth = run.width;
+    info.ulTargetHeight = run.height;
+    info.target_rect = {0, 0, short(run.width), short(run.height)};
+    const auto t = Clock::now();
+    const CUresult r = cuvid->cuvidCreateDecoder(&run.decoders[run.shared ? 0 : size_t(s.stream)], &info);
+    run.create_ms += ms_since(t);
+    if (r != CUDA_SUCCESS) {
+      run.error = "cuvidCreateDecoder with " + std::to_string(info.ulNumDecodeSurfaces) + " surfaces failed (" +
+                  std::to_string(int(r)) + ")";
+      return 0;
+    }
+  }
+  return run.per;  // (> 1: the parser uses this many surfaces, indices 0 .. per - 1)
+}
+
+int CUDAAPI share_decode(void* user, CUVIDPICPARAMS* picture) {
+  auto& s = *static_cast<ShareStream*>(user);
+  CUVIDPICPARAMS moved = *picture;  // (the parser's own is left as it is)
+  const int base = s.base();
+  moved.CurrPicIdx += base;
+  if (s.run->codec == cudaVideoCodec_H264) {
+    for (auto& ref : moved.CodecSpecific.h264.dpb) ref.PicIdx += ref.PicIdx >= 0 ? base : 0;
+  } else {
+    for (auto& ref : moved.CodecSpecific.hevc.RefPicIdx) ref += ref >= 0 ? base : 0;
+  }
+  const CUresult r = cuvid->cuvidDecodePicture(s.decoder(), &moved);
+  if (r != CUDA_SUCCESS && s.run->error.empty()) s.run->error = "cuvidDecodePicture failed (" + std::to_string(int(r)) + ")";
+  return r == CUDA_SUCCESS;
+}
+
+int CUDAAPI share_display(void* user, CUVIDPARSERDISPINFO* shown) {
+  auto& s = *static_cast<ShareStream*>(user);
+  auto& run = *s.run;
+  if (!shown) return 1;  // (the end of the stream)
+  CUVIDPROCPARAMS params{};
+  params.progressive_frame = shown->progressive_frame;
+  params.top_field_first = shown->top_field_first;
+  unsigned long long frame = 0;
+  unsigned pitch = 0;
+  CUresult r = cuvid->cuvidMapVideoFrame(s.decoder(), shown->picture_index + s.base(), &frame, &pitch, &params);
+  if (r != CUDA_SUCCESS) {
+    if (run.error.empty()) run.error = "cuvidMapVideoFrame failed (" + std::to_string(int(r)) + ")";
+    return 0;
+  }
+  std::vector<unsigned char> luma(size_t(run.width) * run.height);
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = frame;
+  copy.srcPitch = pitch;
+  copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+  copy.dstHost = luma.data();
+  copy.dstPitch = run.width;
+  copy.WidthInBytes = run.width;
+  copy.Height = run.height;
+  r = cu->cuMemcpy2D(&copy);
+  cuvid->cuvidUnmapVideoFrame(s.decoder(), frame);
+  if (r != CUDA_SUCCESS) {
+    if (run.error.empty()) run.error = "cuMemcpy2D failed (" + std::to_string(int(r)) + ")";
+    return 0;
+  }
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char byte : luma) hash = (hash ^ byte) * 1099511628211ull;
+  run.hashes[size_t(s.stream)].push_back(hash);
+  return 1;
+}
+
+// The file parsed as `streams` streams (stream i starts i chunks after the first), through one decoder or one each.
+// Returns the wall time of the whole decode in ms.
+double share_decode_all(ShareRun& run, const std::string& data) {
+  run.hashes.assign(size_t(run.streams), {});
+  std::vector<ShareStream> users;
+  for (int i = 0; i < run.streams; ++i) users.push_back({&run, i});
+  std::vector<CUvideoparser> parsers(size_t(run.streams), nullptr);
+  check(cu->cuCtxPushCurrent(run.ctx), "cuCtxPushCurrent");
+  for (int i = 0; i < run.streams; ++i) {
+    CUVIDPARSERPARAMS params{};
+    params.CodecType = run.codec;
+    params.ulMaxNumDecodeSurfaces = 1;  // (the sequence callback says how many)
+    params.ulMaxDisplayDelay = 1;
+    params.pUserData = &users[size_t(i)];
+    params.pfnSequenceCallback = share_sequence;
+    params.pfnDecodePicture = share_decode;
+    params.pfnDisplayPicture = share_display;
+    check(cuvid->cuvidCreateVideoParser(&parsers[size_t(i)], &params), "cuvidCreateVideoParser");
+  }
+  const size_t chunks = (data.size() + kChunk - 1) / kChunk;
+  const auto start = Clock::now();
+  for (size_t step = 0; step < chunks + size_t(run.streams) && run.error.empty(); ++step) {
+    for (int i = 0; i < run.streams && run.error.empty(); ++i) {
+      if (step < size_t(i) || step - size_t(i) >= chunks) continue;
+      const size_t at = (step - size_t(i)) * kChunk;
+      CUVIDSOURCEDATAPACKET packet{};
+      packet.payload = reinterpret_cast<const unsigned char*>(data.data()) + at;
+      packet.payload_size = std::min(kChunk, data.size() - at);
+      if (step - size_t(i) + 1 == chunks) packet.flags = CUVID_PKT_ENDOFSTREAM;
+      const CUresult r = cuvid->cuvidParseVideoData(parsers[size_t(i)], &packet);
+      if (r != CUDA_SUCCESS && run.error.empty()) run.error = "cuvidParseVideoData failed (" + std::to_string(int(r)) + ")";
+    }
+  }
+  const double wall = ms_since(start);
+  for (auto* parser : parsers) cuvid->cuvidDestroyVideoParser(parser);
+  for (auto* decoder : run.decoders) {
+    if (decoder) cuvid->cuvidDestroyDecoder(decoder);
+  }
+  CUcontext popped = nullptr;
+  check(cu->cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+  return wall;
+}
+
+// The --share experiment: the file alone (the reference), then N streams with a decoder each, then N through one.
+json share_experiment(CUcontext ctx, const std::string& file, cudaVideoCodec codec, int streams, int per) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.empty()) throw std::runtime_error(file + ": empty or unreadable");
+  ShareRun reference;
+  reference.ctx = ctx;
+  reference.codec = codec;
+  reference.per = per;
+  reference.shared = false;
+  share_decode_all(reference, data);
+  if (!reference.error.empty()) throw std::runtime_error("the file alone: " + reference.error);
+  const auto& want = reference.hashes[0];
+  std::printf("one decoder for several streams: %s, %zu pictures of %ux%u, %d surfaces per stream; %d streams, each "
+              "started %zu KiB after the one before\n%-22s %10s %10s %10s %12s %s\n", file.c_str(), want.size(),
+              reference.width, reference.height, reference.per, streams, kChunk >> 10, "decoders", "make ms",
+              "decode ms", "pictures/s", "as alone", "");
+  json out = {{"file", file}, {"pictures", want.size()}, {"surfaces_per_stream", reference.per}, {"streams", streams}};
+  for (bool shared : {false, true}) {
+    ShareRun run;
+    run.ctx = ctx;
+    run.codec = codec;
+    run.streams = streams;
+    run.per = reference.per;
+    run.shared = shared;
+    const double wall = share_decode_all(run, data);
+    size_t same = 0, pictures = 0;
+    for (const auto& h : run.hashes) {
+      pictures += h.size();
+      same += h == want ? 1 : 0;
+    }
+    const std::string what = shared ? "1 for all (" + std::to_string(streams * run.per) + " surfaces)"
+                                     : std::to_string(streams) + ", one each";
+    std::printf("%-22s %10.1f %10.0f %10.0f %9zu/%-2d %s\n", what.c_str(), run.create_ms, wall, 1000.0 * double(pictures) / wall,
+                same, streams, run.error.c_str());
+    out[shared ? "shared" : "separate"] = {{"make_ms", run.create_ms}, {"decode_ms", wall}, {"pictures", pictures},
+                                           {"streams_as_alone", same}, {"error", run.error}};
+  }
+  return out;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,7 +357,8 @@ int main(int argc, char** argv) {
   int decoders = 64, repeats = 8;
   std::vector<int> threads{1, 8, 64}, surfaces{4, 8, 20}, outputs{1, 2}, context_counts{1, 8};
   std::vector<std::string> flags{"cuvid", "cuda", "default"};
-  std::string json_path;
+  std::string json_path, share_file, share_codec = "h264";
+  int share_streams = 4, share_per = 0;
   cli.add_option("--decoders", decoders, "decoders made at once")->check(CLI::Range(1, 1000));
   cli.add_option("--threads", threads, "threads making them (each count in turn)")->delimiter(',');
   cli.add_option("--surfaces", surfaces, "decode surfaces per decoder (each count in turn)")->delimiter(',');
@@ -164,6 +371,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   cli.add_option("--repeats", repeats, "decoders made one at a time per setting (the median)")->check(CLI::Range(1, 100));
   cli.add_option("--json", json_path, "write the tables here");
+  cli.add_option("--share", share_file, "instead: decode this elementary stream (Annex B) as --streams streams through "
+                 "one decoder and through one decoder each, against it alone");
+  cli.add_option("--codec", share_codec, "--share's codec")->check(CLI::IsMember({"h264", "hevc"}));
+  cli.add_option("--streams", share_streams, "--share's streams")->check(CLI::Range(1, 64));
+  cli.add_option("--per", share_per, "--share's surfaces per stream (0: the stream's minimum + 2)")->check(CLI::Range(0, 32));
   CLI11_PARSE(cli, argc, argv);
 
   if (cuda_load_functions(&cu, nullptr) != 0 || cuvid_load_functions(&cuvid, nullptr) != 0) {
@@ -181,6 +393,16 @@ int main(int argc, char** argv) {
     check(cu->cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain");
     out["gpu"] = name;
     std::printf("NVDEC decoders on %s, %dx1080 NV12 (ffnvcodec's loader, no GStreamer)\n\n", name, kWidth);
+    if (!share_file.empty()) {
+      out = share_experiment(ctx, share_file, share_codec == "hevc" ? cudaVideoCodec_HEVC : cudaVideoCodec_H264,
+                             share_streams, share_per);
+      out["gpu"] = name;
+      check(cu->cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");
+      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+      // (a stream that did not decode as it does alone: the experiment's answer is no, and it says so)
+      return out["shared"]["streams_as_alone"].get<int>() == share_streams &&
+                     out["separate"]["streams_as_alone"].get<int>() == share_streams ? 0 : 3;
+    }
     // (the first decoder of a process also loads the decoder's firmware and libraries: made once, not counted)
     one_at_a_time(ctx, create_info(cudaVideoCodec_H264, 8, 1), 1);
 
