@@ -10,9 +10,10 @@
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
 #   decoders   what making an NVDEC decoder costs, alone and many at once, per count of surfaces (tools/bench/
 #              nvdec_create.cpp; VC_DECODERS_ARGS adds its options; not in the default)
-#   shared     whether one NVDEC decoder can serve several streams: a 1080p H.264 and the bundle's HEVC elementary
-#              stream each decoded as VC_SHARED_STREAMS (default "4 8") streams through one decoder and through one
-#              each, every picture against the file decoded alone (nvdec_create --share; not in the default)
+#   shared     whether an NVDEC decoder can serve several streams: a 1080p H.264 and the bundle's HEVC elementary
+#              stream each decoded as VC_SHARED_STREAMS (default "4 8") streams through decoders shared by as many
+#              as 32 surfaces hold, and through one each, every picture against the file decoded alone; a control
+#              that must differ (nvdec_create --share; not in the default)
 #   zoo        the media zoo (scripts/make-media-zoo.sh, carried in the bundle with each file's CPU results: libav
 #              decoding, the CPU engine): every file decoded as the app chooses there (NVDEC where it decodes the
 #              codec) and classified by cuDNN, the same top-1 as the CPU on every frame — or refused, saying why
@@ -111,9 +112,10 @@ if want decoders; then
   nvdec_create ${VC_DECODERS_ARGS:-} --json "$out/nvdec_create.json" 2>&1 | tee "$out/nvdec_create.log" || status=1
 fi
 if want shared; then
-  stage "one NVDEC decoder for several streams (nvdec_create --share)"
-  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball ! video/x-raw,width=1920,height=1080,framerate=30/1,format=I420 \
-    ! x264enc bitrate=6000 speed-preset=superfast key-int-max=60 ! video/x-h264,profile=high ! h264parse \
+  stage "NVDEC decoders shared by several streams (nvdec_create --share)"
+  # (moving bars: every picture refers to the one before — a wrong reference changes it)
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=smpte horizontal-speed=8 \
+    ! video/x-raw,width=1920,height=1080,framerate=30/1,format=I420 ! x264enc bitrate=8000 speed-preset=superfast key-int-max=60 ! video/x-h264,profile=high ! h264parse \
     ! video/x-h264,stream-format=byte-stream,alignment=au ! filesink location=/tmp/vc-share.h264 || status=1
   gst-launch-1.0 -q filesrc location="$bundle/media/hevc-1080p30.mp4" ! qtdemux ! h265parse \
     ! video/x-h265,stream-format=byte-stream,alignment=au ! filesink location=/tmp/vc-share.h265 || status=1
