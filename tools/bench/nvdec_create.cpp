@@ -9,10 +9,9 @@
 //      at a start), the wall time against --decoders × the one-at-a-time time: 1.0 = the driver makes one at a time;
 //      with each count of CUDA contexts (--contexts: thread i makes its decoders in context i mod N) — whether the
 //      driver makes them one at a time per context or per GPU.
-// Prints tables; --json writes them. Needs a GPU with NVDEC (exits 2 without one).
-//
 //   3. with --share FILE (instead of 1 and 2): whether a decoder can serve several streams (below, share_experiment);
 //      exits 3 where a stream did not decode to the same pictures as alone, 4 where its control could not tell.
+// Prints tables; --json writes them. Needs a GPU with NVDEC (exits 2 without one).
 //
 //   usage: nvdec_create [--decoders 64] [--threads 1,8,64] [--surfaces 4,8,20] [--flags cuvid,cuda,default]
 //                       [--contexts 1,8] [--repeats 8] [--json out.json]
@@ -46,11 +45,15 @@ using vc::bench::percentile;
 CudaFunctions* cu = nullptr;
 CuvidFunctions* cuvid = nullptr;
 
-void check(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return;
+// "WHAT failed: CUDA_ERROR_..." (the driver's name for the error).
+std::string failed(const std::string& what, CUresult r) {
   const char* name = nullptr;
   if (cu->cuGetErrorName(r, &name) != CUDA_SUCCESS) name = "unknown";
-  throw std::runtime_error(std::string(what) + " failed: " + name);
+  return what + " failed: " + name;
+}
+
+void check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw std::runtime_error(failed(what, r));
 }
 
 struct Flag {
@@ -175,6 +178,7 @@ struct ShareRun {
   int group = 1;             // streams per decoder
   std::vector<CUvideodecoder> decoders;
   std::vector<std::vector<uint64_t>> hashes;  // per stream, per picture shown
+  std::vector<unsigned char> luma;            // the picture being hashed
   unsigned width = 0, height = 0;             // the displayed picture
   double create_ms = 0;
   std::string error;  // the first failure
@@ -189,7 +193,7 @@ struct ShareStream {
 };
 
 void share_fail(ShareRun& run, const std::string& what, CUresult r) {
-  if (run.error.empty()) run.error = what + " failed (" + std::to_string(int(r)) + ")";
+  if (run.error.empty()) run.error = failed(what, r);
 }
 
 int CUDAAPI share_sequence(void* user, CUVIDEOFORMAT* format) {
@@ -266,7 +270,8 @@ int CUDAAPI share_display(void* user, CUVIDPARSERDISPINFO* shown) {
     share_fail(run, "cuvidMapVideoFrame", r);
     return 0;
   }
-  std::vector<unsigned char> luma(size_t(run.width) * run.height);
+  auto& luma = run.luma;
+  luma.resize(size_t(run.width) * run.height);
   CUDA_MEMCPY2D copy{};
   copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
   copy.srcDevice = frame;
