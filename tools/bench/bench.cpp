@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/percentile.hpp"
 #include "config/errors.hpp"
 #include "config/logging.hpp"
 #include "inference/cpu/cpu_engine.hpp"
@@ -44,11 +45,6 @@ std::vector<std::string> parse_names(const std::string& s) {
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) out.push_back(item);
   return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Median milliseconds per call of `fn` (enqueued on `stream`): calls per loop calibrated so that one loop lasts
@@ -307,8 +303,8 @@ int main(int argc, char** argv) {
         (void)engine.forward(input, 1, size, size);
         t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
-      fmt::print("{:<12} {:>7} {:>12.1f}\n", m, size, median(t));
-      results["cpu"].push_back({{"model", m}, {"size", size}, {"ms", median(t)}});
+      fmt::print("{:<12} {:>7} {:>12.1f}\n", m, size, vc::bench::percentile(t, 0.5));
+      results["cpu"].push_back({{"model", m}, {"size", size}, {"ms", vc::bench::percentile(t, 0.5)}});
     }
     std::ofstream(json_path) << results.dump(2) << "\n";
     return 0;
