@@ -244,10 +244,18 @@ if want density; then
   # VC_DENSITY_RUNS times each (the acceptance: 3): density-h264-N.json, density-hevc-N.json and their logs. An empty
   # VC_DENSITY_LIVE or VC_DENSITY_HEVC leaves that codec out.
   h264=${VC_DENSITY_LIVE-104,128,150} hevc=${VC_DENSITY_HEVC-250}
+  # Beside each run: its threads' states sampled for 10 s from the middle of its live seconds (scripts/thread-states.py:
+  # running, or asleep where — a lock, the driver), into density-*-N-threads.log (the last count of streams' run).
+  threads_beside() {
+    (sleep 5; pid=$(pgrep -n -x bench_pipeline) &&
+      scripts/thread-states.py "$pid" --after $((${VC_DENSITY_SECONDS:-60} / 2 + 10)) --seconds 10 --match vc- \
+        --json "$out/$1-threads.json" >"$out/$1-threads.log" 2>&1) &
+  }
   for ((run = 1; run <= ${VC_DENSITY_RUNS:-1}; run++)); do
     if [ -n "$h264" ]; then
       stage "density (run $run): $h264 live 1080p30 H.264 streams, the steady window's stages and drops"
       # shellcheck disable=SC2086  # (VC_DENSITY_ARGS: options, split into words)
+      threads_beside "density-h264-$run"
       bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$h264" \
         --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 ${VC_DENSITY_ARGS:-} --json "$out/density-h264-$run.json" 2>&1 |
         tee "$out/density-h264-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
@@ -256,6 +264,7 @@ if want density; then
     if [ -n "$hevc" ]; then
       stage "density (run $run): $hevc live 1080p30 HEVC streams"
       # shellcheck disable=SC2086
+      threads_beside "density-hevc-$run"
       bench_pipeline --app "$(command -v video-classifier)" --streams "" --live "$hevc" \
         --live-media "$bundle/media/hevc-1080p30.mp4" --live-seconds "${VC_DENSITY_SECONDS:-60}" --separate-max 0 \
         ${VC_DENSITY_ARGS:-} --json "$out/density-hevc-$run.json" 2>&1 | tee "$out/density-hevc-$run.log" | grep -v "^[0-9:. ]*warning" || status=1
