@@ -10,6 +10,8 @@
 #   nvdec      NVDEC with frames in GPU memory vs CPU decoding: the same top-1 on every frame of a test file
 #   decoders   what making an NVDEC decoder costs, alone and many at once, per count of surfaces (tools/bench/
 #              nvdec_create.cpp; VC_DECODERS_ARGS adds its options; not in the default)
+#   procs      the same, 32 decoders made at once by each of 1, 2 and 4 processes (VC_DECODERS_PROCS): whether the
+#              driver makes them one at a time per process or per GPU (not in the default)
 #   shared     whether an NVDEC decoder can serve several streams: a 1080p H.264 and the bundle's HEVC elementary
 #              stream each decoded as VC_SHARED_STREAMS (default "4 8") streams through decoders shared by as many
 #              as 32 surfaces hold, and through one each, every picture against the file decoded alone; a control
@@ -110,6 +112,24 @@ if want decoders; then
   stage "NVDEC decoders made one at a time and many at once (nvdec_create)"
   # shellcheck disable=SC2086  # (VC_DECODERS_ARGS: options, split into words)
   nvdec_create ${VC_DECODERS_ARGS:-} --json "$out/nvdec_create.json" 2>&1 | tee "$out/nvdec_create.log" || status=1
+fi
+if want procs; then
+  stage "NVDEC decoders made by several processes at once (nvdec_create in VC_DECODERS_PROCS processes)"
+  # Whether the driver makes decoders one at a time per process or per GPU: each process makes 32 at once (1 thread),
+  # the processes started together; per GPU, P processes' wall times are ~P x one process's.
+  : >"$out/nvdec_procs.log"
+  for p in ${VC_DECODERS_PROCS:-1 2 4}; do
+    for ((i = 0; i < p; i++)); do
+      nvdec_create --decoders 32 --threads 1 --contexts 1 --surfaces 8 --outputs 1 --flags cuvid --repeats 1 \
+        --json "$out/nvdec_procs_${p}_$i.json" >"$out/nvdec_procs_${p}_$i.log" 2>&1 &
+    done
+    wait
+    echo "$p process(es), 32 decoders each (wall ms of each process's H.264 and HEVC at once):" | tee -a "$out/nvdec_procs.log"
+    for ((i = 0; i < p; i++)); do
+      python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print("  ", *(round(r["wall_ms"]) for r in d["at_once"]))' \
+        "$out/nvdec_procs_${p}_$i.json" | tee -a "$out/nvdec_procs.log" || status=1
+    done
+  done
 fi
 if want shared; then
   stage "NVDEC decoders shared by several streams (nvdec_create --share)"
