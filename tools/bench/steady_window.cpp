@@ -133,6 +133,7 @@ void SteadyWindow::watch() {
   for (;;) {
     if (wake_.wait_for(lock, std::chrono::milliseconds(100), [&] { return closed_; })) return;
     const auto streams = watched();
+    note_start_drops(streams, seconds_since(t0));
     const bool all = int(streams.size()) == streams_ &&
                      std::all_of(streams.begin(), streams.end(), [](const auto& s) { return s->first_frame_ns > 0; });
     if (!all) continue;
@@ -164,9 +165,33 @@ void SteadyWindow::watch() {
   seconds_ = seconds_since(opened);
 }
 
+void SteadyWindow::note_start_drops(const std::vector<std::shared_ptr<const StreamStats>>& streams, double at_s) {
+  int64_t queue = 0, output = 0;
+  int started = 0;
+  for (const auto& s : streams) {
+    queue += s->queue_dropped;
+    output += s->output_dropped;
+    started += s->first_frame_ns > 0 ? 1 : 0;
+  }
+  const int64_t new_queue = queue - start_queue_seen_, new_output = output - start_output_seen_;
+  start_queue_seen_ = queue;
+  start_output_seen_ = output;
+  if (new_queue + new_output == 0) return;
+  const int second = int(at_s);
+  if (start_drops_.empty() || start_drops_.back().second != second) start_drops_.push_back({second, 0, 0, 0});
+  auto& d = start_drops_.back();
+  d.queue += new_queue;
+  d.output += new_output;
+  d.started = started;
+}
+
 nlohmann::json SteadyWindow::report() const {
   std::lock_guard lock(mutex_);
-  if (!first_ || !last_) return {{"opened", false}};
+  nlohmann::json start_drops = nlohmann::json::array();
+  for (const auto& d : start_drops_) {
+    start_drops.push_back({{"second", d.second}, {"queue", d.queue}, {"output", d.output}, {"streams_started", d.started}});
+  }
+  if (!first_ || !last_) return {{"opened", false}, {"start_drops", start_drops}};
   int64_t frames = 0, queue = 0, output = 0;
   nlohmann::json by_stream = nlohmann::json::object();
   std::array<Window, kHistograms.size()> windows;
@@ -200,12 +225,23 @@ nlohmann::json SteadyWindow::report() const {
                          {"max", in_flight_max_},
                          {"max_stream", in_flight_max_stream_}}},
           {"drops_by_second", drops_by_second_},
+          {"start_drops", start_drops},
           {"threads", thread_cores(threads_first_, threads_last_,
                                    std::chrono::duration<double>(threads_last_at_ - threads_first_at_).count(), 10)}};
 }
 
 void print_steady(const nlohmann::json& steady) {
-  if (!steady.is_object() || !steady.value("opened", false)) return;
+  if (!steady.is_object()) return;
+  if (steady.contains("start_drops") && !steady["start_drops"].empty()) {
+    std::string when;
+    for (const auto& d : steady["start_drops"]) {
+      when += fmt::format("{}at {} s {} ({} in the queue, {} streams started)", when.empty() ? "" : "; ",
+                          d["second"].get<int>(), d["queue"].get<int64_t>() + d["output"].get<int64_t>(),
+                          d["queue"].get<int64_t>(), d["streams_started"].get<int>());
+    }
+    fmt::print("       dropped before the steady window, by second from the start: {}\n", when);
+  }
+  if (!steady.value("opened", false)) return;
   const auto& st = steady["stages_ms"];
   const auto stage = [&](const char* name) {
     return fmt::format("{} {:.1f}/{:.1f}", name, st[name]["mean"].get<double>(), st[name]["p99"].get<double>());

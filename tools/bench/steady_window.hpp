@@ -33,6 +33,7 @@ class SteadyWindow {
   // {"opened": false} when every stream never ran; else {"opened_s" (from construction), "seconds", "frames",
   // "fps", "dropped", "dropped_in_queue", "dropped_at_output", "dropped_by_stream", "latency_ms": {p50, p99},
   // "stages_ms": {queue|inference|post|output: {mean, p99}}, "in_flight": {mean, max, max_stream}, "drops_by_second",
+  // "start_drops": [{second, queue, output, streams_started}] (before the window opened, seconds with drops only),
   // "threads": the busiest thread names' CPU cores over the window (thread_cpu.hpp)}.
   [[nodiscard]] nlohmann::json report() const;
 
@@ -40,6 +41,8 @@ class SteadyWindow {
 
  private:
   void watch();
+  // Before the window: the drops since the last call, added to the second `at_s` falls in.
+  void note_start_drops(const std::vector<std::shared_ptr<const pipeline::StreamStats>>& streams, double at_s);
   [[nodiscard]] std::vector<std::shared_ptr<const pipeline::StreamStats>> watched() const;
 
   pipeline::RunControl& run_;
@@ -53,6 +56,13 @@ class SteadyWindow {
   ThreadTimes threads_first_, threads_last_;  // (at the window's open and close)
   std::chrono::steady_clock::time_point threads_first_at_, threads_last_at_;
   std::vector<int64_t> drops_by_second_;
+  struct StartDrops {
+    int second;
+    int64_t queue, output;
+    int started;  // streams that had had their first frame then
+  };
+  std::vector<StartDrops> start_drops_;  // (seconds without drops left out)
+  int64_t start_queue_seen_ = 0, start_output_seen_ = 0;
   double in_flight_sum_ = 0;
   int64_t in_flight_samples_ = 0, in_flight_max_ = 0;
   std::string in_flight_max_stream_;
