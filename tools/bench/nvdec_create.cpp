@@ -11,6 +11,8 @@
 //      driver makes them one at a time per context or per GPU.
 //   3. with --share FILE (instead of 1 and 2): whether a decoder can serve several streams (below, share_experiment);
 //      exits 3 where a stream did not decode to the same pictures as alone, 4 where its control could not tell.
+//      (Measured on an H100 on 2026-12-07: they cannot — every stream on a shared decoder, even the one whose indices
+//      are not moved, decoded other pictures than alone; docs/BENCHMARKS.md.)
 // Prints tables; --json writes them. Needs a GPU with NVDEC (exits 2 without one).
 //
 //   usage: nvdec_create [--decoders 64] [--threads 1,8,64] [--surfaces 4,8,20] [--flags cuvid,cuda,default]
