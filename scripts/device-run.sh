@@ -265,7 +265,8 @@ if want density; then
   # VC_DENSITY_LIVE or VC_DENSITY_HEVC leaves that codec out.
   h264=${VC_DENSITY_LIVE-104,128,150} hevc=${VC_DENSITY_HEVC-250}
   # Beside each run: its threads' states sampled for 10 s from the middle of its live seconds (scripts/thread-states.py:
-  # running, or asleep where — a lock, the driver), into density-*-N-threads.log (the last count of streams' run).
+  # running, or asleep where — a lock, the driver), into density-*-N-threads.log (several counts in one run: the
+  # first count's).
   threads_beside() {
     (sleep 5; pid=$(pgrep -n -x bench_pipeline) &&
       scripts/thread-states.py "$pid" --after $((${VC_DENSITY_SECONDS:-60} / 2 + 10)) --seconds 10 --match vc- \
