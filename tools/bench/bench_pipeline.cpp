@@ -220,12 +220,17 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
   vc::pipeline::Runner runner(c);
   // Live: live_seconds from the engine's build; the steady window from 2 s after the last stream's first frame to then.
   std::unique_ptr<vc::bench::SteadyWindow> steady;
+  double tuned_after_s = 0;  // (-1: still untuned at the end)
   if (live) {
     steady = std::make_unique<vc::bench::SteadyWindow>(runner.control(), n, 2.0);
     timer = std::thread([&] {
       const auto until = Clock::now() + std::chrono::duration<double>(live_seconds);
       while (Clock::now() < until && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       steady->close();
+      // When the tuned engine took over (it is built beside the streams' start): read before the run ends.
+      for (const auto& m : runner.control().models()) {
+        if (m.name == "default") tuned_after_s = m.tuned ? m.tuned_after_s : -1;
+      }
       stop = 1;
     });
   }
@@ -279,6 +284,7 @@ json run_in_process(const Options& o, int n, bool live, double live_seconds, boo
           {"start_spread_s", all_ran ? last_start - first_start : -1},
           {"all_started_s", all_ran ? last_start : -1},  // from the run's start (engine built) to the last first frame
           {"start", vc::bench::start_split(s.streams)},
+          {"tuned_after_s", tuned_after_s},  // the tuned engine took over (0: started tuned; -1: never)
           {"p50_ms", s.latency_p50_ms},
           {"p99_ms", s.latency_p99_ms},
           {"dropped", base_dropped},
@@ -514,6 +520,10 @@ int main(int argc, char** argv) {
                  held ? std::string("held") : "NOT held: " + fmt::format("{}", fmt::join(why, "; ")));
       print_utilisation(row);
       vc::bench::print_start_split(row["start"]);
+      const double tuned_s = row["tuned_after_s"].get<double>();
+      if (tuned_s != 0)
+        fmt::print("       the tuned engine took over {}\n",
+                   tuned_s < 0 ? std::string("never (untuned to the end)") : fmt::format("{:.2f} s after the run was set up", tuned_s));
       if (events) {
         json rec = run_in_process(o, n, true, live_seconds, true);
         fmt::print("       with events: {} events, {} clips ({:.0f} MiB), {} lost, p99 {:>6.1f} ms ({:+.1f}), {} dropped, CPU {:.1f} "
