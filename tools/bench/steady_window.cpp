@@ -166,6 +166,18 @@ void SteadyWindow::watch() {
 }
 
 void SteadyWindow::note_start_drops(const std::vector<std::shared_ptr<const StreamStats>>& streams, double at_s) {
+  const int second = int(at_s);
+  const auto& batch_ms = run_.engine().batch_ms;
+  const int64_t batches = batch_ms.count(), over = batches - batch_ms.count_at_most(33.3);
+  const double busy = batch_ms.sum_ms();
+  if (int(engine_seconds_.size()) <= second) engine_seconds_.resize(size_t(second) + 1);
+  auto& e = engine_seconds_[size_t(second)];
+  e.batches += batches - engine_batches_seen_;
+  e.over_33ms += over - engine_over_seen_;
+  e.busy_ms += busy - engine_busy_seen_;
+  engine_batches_seen_ = batches;
+  engine_over_seen_ = over;
+  engine_busy_seen_ = busy;
   int64_t queue = 0, output = 0;
   int started = 0;
   for (const auto& s : streams) {
@@ -177,7 +189,6 @@ void SteadyWindow::note_start_drops(const std::vector<std::shared_ptr<const Stre
   start_queue_seen_ = queue;
   start_output_seen_ = output;
   if (new_queue + new_output == 0) return;
-  const int second = int(at_s);
   if (start_drops_.empty() || start_drops_.back().second != second) start_drops_.push_back({second, 0, 0, 0});
   auto& d = start_drops_.back();
   d.queue += new_queue;
@@ -189,7 +200,9 @@ nlohmann::json SteadyWindow::report() const {
   std::lock_guard lock(mutex_);
   nlohmann::json start_drops = nlohmann::json::array();
   for (const auto& d : start_drops_) {
-    start_drops.push_back({{"second", d.second}, {"queue", d.queue}, {"output", d.output}, {"streams_started", d.started}});
+    const EngineSecond e = size_t(d.second) < engine_seconds_.size() ? engine_seconds_[size_t(d.second)] : EngineSecond{};
+    start_drops.push_back({{"second", d.second}, {"queue", d.queue}, {"output", d.output}, {"streams_started", d.started},
+                           {"batches", e.batches}, {"engine_busy_ms", e.busy_ms}, {"batches_over_33ms", e.over_33ms}});
   }
   if (!first_ || !last_) return {{"opened", false}, {"start_drops", start_drops}};
   int64_t frames = 0, queue = 0, output = 0;
@@ -235,9 +248,11 @@ void print_steady(const nlohmann::json& steady) {
   if (steady.contains("start_drops") && !steady["start_drops"].empty()) {
     std::string when;
     for (const auto& d : steady["start_drops"]) {
-      when += fmt::format("{}at {} s {} ({} in the queue, {} streams started)", when.empty() ? "" : "; ",
-                          d["second"].get<int>(), d["queue"].get<int64_t>() + d["output"].get<int64_t>(),
-                          d["queue"].get<int64_t>(), d["streams_started"].get<int>());
+      when += fmt::format("{}at {} s {} ({} in the queue, {} streams started; the engine {} batches, busy {:.0f} ms, {} "
+                          "over 33 ms)", when.empty() ? "" : "; ", d["second"].get<int>(),
+                          d["queue"].get<int64_t>() + d["output"].get<int64_t>(), d["queue"].get<int64_t>(),
+                          d["streams_started"].get<int>(), d.value("batches", int64_t(0)), d.value("engine_busy_ms", 0.0),
+                          d.value("batches_over_33ms", int64_t(0)));
     }
     fmt::print("       dropped before the steady window, by second from the start: {}\n", when);
   }

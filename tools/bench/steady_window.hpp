@@ -33,7 +33,9 @@ class SteadyWindow {
   // {"opened": false} when every stream never ran; else {"opened_s" (from construction), "seconds", "frames",
   // "fps", "dropped", "dropped_in_queue", "dropped_at_output", "dropped_by_stream", "latency_ms": {p50, p99},
   // "stages_ms": {queue|inference|post|output: {mean, p99}}, "in_flight": {mean, max, max_stream}, "drops_by_second",
-  // "start_drops": [{second, queue, output, streams_started}] (before the window opened, seconds with drops only),
+  // "start_drops": [{second, queue, output, streams_started, batches, engine_busy_ms, batches_over_33ms}] (before the
+  // window opened, seconds with drops only; the engine's batches that second, their time, and how many took longer
+  // than a 30 fps frame's interval),
   // "threads": the busiest thread names' CPU cores over the window (thread_cpu.hpp)}.
   [[nodiscard]] nlohmann::json report() const;
 
@@ -63,6 +65,14 @@ class SteadyWindow {
   };
   std::vector<StartDrops> start_drops_;  // (seconds without drops left out)
   int64_t start_queue_seen_ = 0, start_output_seen_ = 0;
+  // The first engine's batches before the window, by second from the start (every second, drops or not).
+  struct EngineSecond {
+    int64_t batches = 0, over_33ms = 0;
+    double busy_ms = 0;
+  };
+  std::vector<EngineSecond> engine_seconds_;
+  int64_t engine_batches_seen_ = 0, engine_over_seen_ = 0;
+  double engine_busy_seen_ = 0;
   double in_flight_sum_ = 0;
   int64_t in_flight_samples_ = 0, in_flight_max_ = 0;
   std::string in_flight_max_stream_;
