@@ -248,7 +248,7 @@ void print_steady(const nlohmann::json& steady) {
   if (steady.contains("start_drops") && !steady["start_drops"].empty()) {
     std::string when;
     for (const auto& d : steady["start_drops"]) {
-      when += fmt::format("{}at {} s {} ({} in the queue, {} streams started; the engine {} batches, busy {:.0f} ms, {} "
+      when += fmt::format("{}at {} s {} ({} in the queue, {} streams started; the engine ran {} batches, busy {:.0f} ms, {} "
                           "over 33 ms)", when.empty() ? "" : "; ", d["second"].get<int>(),
                           d["queue"].get<int64_t>() + d["output"].get<int64_t>(), d["queue"].get<int64_t>(),
                           d["streams_started"].get<int>(), d.value("batches", int64_t(0)), d.value("engine_busy_ms", 0.0),
