@@ -10,6 +10,7 @@
 
 #include "inference/cuda/cuda_memory.hpp"
 #include "inference/cuda/engine/gpu_timer.hpp"
+#include "test_helpers.hpp"
 
 TEST_SUITE_BEGIN("gpu.runtime");
 
@@ -35,26 +36,24 @@ TEST_CASE("device memory round-trips random data") {
 }
 
 namespace {
-// Random floats on the device, and a buffer as large for a copy of them.
+// Random floats on the device (src), a buffer as large for a copy of them (dst), the copy, and what dst holds.
 struct CopyBuffers {
-  std::vector<float> host = std::vector<float>(1 << 16);
-  float* src = nullptr;
-  float* dst = nullptr;
+  std::vector<float> host = vc::test::random_floats(size_t(1) << 16);
+  vc::inference::DeviceBuffer<float> src{host.size()}, dst{host.size()};
   CopyBuffers() {
-    std::mt19937 rng(std::random_device{}());
-    std::uniform_real_distribution<float> dist(-1.f, 1.f);
-    for (auto& v : host) v = dist(rng);
-    REQUIRE(cudaMalloc(&src, bytes()) == cudaSuccess);
-    REQUIRE(cudaMalloc(&dst, bytes()) == cudaSuccess);
-    vc::inference::copy_to_device(src, host.data(), bytes());
-    REQUIRE(cudaMemset(dst, 0, bytes()) == cudaSuccess);
+    vc::inference::copy_to_device(src.get(), host.data(), src.bytes());
+    REQUIRE(cudaMemset(dst.get(), 0, dst.bytes()) == cudaSuccess);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
-  ~CopyBuffers() {
-    cudaFree(src);
-    cudaFree(dst);
+  // src -> dst, enqueued on `stream`.
+  cudaError_t copy_on(cudaStream_t stream) {
+    return cudaMemcpyAsync(dst.get(), src.get(), src.bytes(), cudaMemcpyDeviceToDevice, stream);
   }
-  [[nodiscard]] size_t bytes() const { return host.size() * sizeof(float); }
+  [[nodiscard]] std::vector<float> copied() const {
+    std::vector<float> back(dst.size(), -2.f);
+    REQUIRE(cudaMemcpy(back.data(), dst.get(), dst.bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return back;
+  }
 };
 // What makes a capture invalid here: synchronizing the stream being captured (as a module loaded or a context-wide
 // wait in the middle of a capture does). The call itself fails, and the capture is invalidated.
@@ -73,7 +72,7 @@ TEST_CASE("a graph capture invalidated on its first attempt is made again and re
       invalidate_capture(stream);
       return;
     }
-    REQUIRE(cudaMemcpyAsync(buffers.dst, buffers.src, buffers.bytes(), cudaMemcpyDeviceToDevice, stream) == cudaSuccess);
+    REQUIRE(buffers.copy_on(stream) == cudaSuccess);
   });
   CHECK(attempts == 2);
   REQUIRE(graph.get() != nullptr);
@@ -82,9 +81,7 @@ TEST_CASE("a graph capture invalidated on its first attempt is made again and re
   vc::inference::CudaGraphExec owned(exec);
   REQUIRE(cudaGraphLaunch(owned, stream) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-  std::vector<float> back(buffers.host.size(), -2.f);
-  REQUIRE(cudaMemcpy(back.data(), buffers.dst, buffers.bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
-  CHECK(back == buffers.host);
+  CHECK(buffers.copied() == buffers.host);
 }
 
 TEST_CASE("a graph capture invalidated every time gives up after its attempts, the stream no longer capturing") {
@@ -106,11 +103,9 @@ TEST_CASE("a graph capture invalidated every time gives up after its attempts, t
   REQUIRE(cudaStreamIsCapturing(stream, &capturing) == cudaSuccess);
   CHECK(capturing == cudaStreamCaptureStatusNone);
   // The stream works as before: a copy on it lands.
-  REQUIRE(cudaMemcpyAsync(buffers.dst, buffers.src, buffers.bytes(), cudaMemcpyDeviceToDevice, stream) == cudaSuccess);
+  REQUIRE(buffers.copy_on(stream) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-  std::vector<float> back(buffers.host.size(), -2.f);
-  REQUIRE(cudaMemcpy(back.data(), buffers.dst, buffers.bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
-  CHECK(back == buffers.host);
+  CHECK(buffers.copied() == buffers.host);
 }
 
 TEST_SUITE_END();
