@@ -166,43 +166,36 @@ void SteadyWindow::watch() {
 }
 
 void SteadyWindow::note_start_drops(const std::vector<std::shared_ptr<const StreamStats>>& streams, double at_s) {
-  const int second = int(at_s);
-  const auto& batch_ms = run_.engine().batch_ms;
-  const int64_t batches = batch_ms.count(), over = batches - batch_ms.count_at_most(33.3);
-  const double busy = batch_ms.sum_ms();
-  if (int(engine_seconds_.size()) <= second) engine_seconds_.resize(size_t(second) + 1);
-  auto& e = engine_seconds_[size_t(second)];
-  e.batches += batches - engine_batches_seen_;
-  e.over_33ms += over - engine_over_seen_;
-  e.busy_ms += busy - engine_busy_seen_;
-  engine_batches_seen_ = batches;
-  engine_over_seen_ = over;
-  engine_busy_seen_ = busy;
-  int64_t queue = 0, output = 0;
-  int started = 0;
+  StartSecond now;  // (counts since the start)
   for (const auto& s : streams) {
-    queue += s->queue_dropped;
-    output += s->output_dropped;
-    started += s->first_frame_ns > 0 ? 1 : 0;
+    now.queue += s->queue_dropped;
+    now.output += s->output_dropped;
+    now.started += s->first_frame_ns > 0 ? 1 : 0;
   }
-  const int64_t new_queue = queue - start_queue_seen_, new_output = output - start_output_seen_;
-  start_queue_seen_ = queue;
-  start_output_seen_ = output;
-  if (new_queue + new_output == 0) return;
-  if (start_drops_.empty() || start_drops_.back().second != second) start_drops_.push_back({second, 0, 0, 0});
-  auto& d = start_drops_.back();
-  d.queue += new_queue;
-  d.output += new_output;
-  d.started = started;
+  const auto& batch_ms = run_.engine().batch_ms;
+  now.batches = batch_ms.count();
+  now.over_33ms = now.batches - batch_ms.count_at_most(33.3);
+  now.busy_ms = batch_ms.sum_ms();
+  const auto second = size_t(at_s);
+  if (start_seconds_.size() <= second) start_seconds_.resize(second + 1);
+  auto& d = start_seconds_[second];
+  if (now.queue + now.output > start_seen_.queue + start_seen_.output) d.started = now.started;
+  d.queue += now.queue - start_seen_.queue;
+  d.output += now.output - start_seen_.output;
+  d.batches += now.batches - start_seen_.batches;
+  d.over_33ms += now.over_33ms - start_seen_.over_33ms;
+  d.busy_ms += now.busy_ms - start_seen_.busy_ms;
+  start_seen_ = now;
 }
 
 nlohmann::json SteadyWindow::report() const {
   std::lock_guard lock(mutex_);
   nlohmann::json start_drops = nlohmann::json::array();
-  for (const auto& d : start_drops_) {
-    const EngineSecond e = size_t(d.second) < engine_seconds_.size() ? engine_seconds_[size_t(d.second)] : EngineSecond{};
-    start_drops.push_back({{"second", d.second}, {"queue", d.queue}, {"output", d.output}, {"streams_started", d.started},
-                           {"batches", e.batches}, {"engine_busy_ms", e.busy_ms}, {"batches_over_33ms", e.over_33ms}});
+  for (size_t second = 0; second < start_seconds_.size(); ++second) {
+    const auto& d = start_seconds_[second];
+    if (d.queue + d.output == 0) continue;
+    start_drops.push_back({{"second", second}, {"queue", d.queue}, {"output", d.output}, {"streams_started", d.started},
+                           {"batches", d.batches}, {"engine_busy_ms", d.busy_ms}, {"batches_over_33ms", d.over_33ms}});
   }
   if (!first_ || !last_) return {{"opened", false}, {"start_drops", start_drops}};
   int64_t frames = 0, queue = 0, output = 0;

@@ -43,7 +43,7 @@ class SteadyWindow {
 
  private:
   void watch();
-  // Before the window: the drops since the last call, added to the second `at_s` falls in.
+  // Before the window: the drops and the engine's batches since the last call, added to the second `at_s` falls in.
   void note_start_drops(const std::vector<std::shared_ptr<const pipeline::StreamStats>>& streams, double at_s);
   [[nodiscard]] std::vector<std::shared_ptr<const pipeline::StreamStats>> watched() const;
 
@@ -58,21 +58,16 @@ class SteadyWindow {
   ThreadTimes threads_first_, threads_last_;  // (at the window's open and close)
   std::chrono::steady_clock::time_point threads_first_at_, threads_last_at_;
   std::vector<int64_t> drops_by_second_;
-  struct StartDrops {
-    int second;
-    int64_t queue, output;
-    int started;  // streams that had had their first frame then
-  };
-  std::vector<StartDrops> start_drops_;  // (seconds without drops left out)
-  int64_t start_queue_seen_ = 0, start_output_seen_ = 0;
-  // The first engine's batches before the window, by second from the start (every second, drops or not).
-  struct EngineSecond {
-    int64_t batches = 0, over_33ms = 0;
+  // Before the window, by second from the start: the streams' drops (queue, output) and the first engine's batches
+  // (count, their time, those over a 30 fps frame's 33 ms) in that second; `started`: streams that had had their
+  // first frame at its last drop.
+  struct StartSecond {
+    int64_t queue = 0, output = 0, batches = 0, over_33ms = 0;
     double busy_ms = 0;
+    int started = 0;
   };
-  std::vector<EngineSecond> engine_seconds_;
-  int64_t engine_batches_seen_ = 0, engine_over_seen_ = 0;
-  double engine_busy_seen_ = 0;
+  std::vector<StartSecond> start_seconds_;
+  StartSecond start_seen_;  // the counts since the start at the last look
   double in_flight_sum_ = 0;
   int64_t in_flight_samples_ = 0, in_flight_max_ = 0;
   std::string in_flight_max_stream_;
